@@ -1,0 +1,113 @@
+"""gactors: Akka-style supervised actors on gevent greenlets.
+
+Importing gactors never monkey-patches and never starts greenlets; call
+``gevent.monkey.patch_all()`` first thing in your application, as with gevent.
+"""
+
+from __future__ import annotations
+
+from gactors._actor import Actor
+from gactors._context import ActorContext
+from gactors._eventstream import EventStream, LogEvent
+from gactors._future import Future
+from gactors._messages import (
+    ActorIdentity,
+    DeadLetter,
+    HubBlocked,
+    Identify,
+    Kill,
+    NotInfluenceReceiveTimeout,
+    PoisonPill,
+    ReceiveTimeout,
+    Status,
+    Terminated,
+    UnhandledMessage,
+)
+from gactors._path import ActorPath
+from gactors._props import Props
+from gactors._ref import ActorRef
+from gactors._settings import Settings
+from gactors._supervision import (
+    AllForOneStrategy,
+    ChildRestartStats,
+    DefaultSupervisorStrategy,
+    Directive,
+    Escalate,
+    OneForOneStrategy,
+    Restart,
+    Resume,
+    Stop,
+    StoppingSupervisorStrategy,
+    SupervisorStrategy,
+    SupervisorStrategyConfigurator,
+    default_decider,
+)
+from gactors._system import ActorSystem
+from gactors.exceptions import (
+    ActorInitializationException,
+    ActorKilledException,
+    AskTimeoutError,
+    ConfigError,
+    DeathPactException,
+    GactorsError,
+    IllegalStateError,
+    InvalidActorNameException,
+    InvalidMessageException,
+    PluginError,
+    PostRestartException,
+    PreRestartException,
+    StashOverflowException,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Actor",
+    "ActorContext",
+    "ActorIdentity",
+    "ActorInitializationException",
+    "ActorKilledException",
+    "ActorPath",
+    "ActorRef",
+    "ActorSystem",
+    "AllForOneStrategy",
+    "AskTimeoutError",
+    "ChildRestartStats",
+    "ConfigError",
+    "DeadLetter",
+    "DeathPactException",
+    "DefaultSupervisorStrategy",
+    "Directive",
+    "Escalate",
+    "EventStream",
+    "Future",
+    "GactorsError",
+    "HubBlocked",
+    "Identify",
+    "IllegalStateError",
+    "InvalidActorNameException",
+    "InvalidMessageException",
+    "Kill",
+    "LogEvent",
+    "NotInfluenceReceiveTimeout",
+    "OneForOneStrategy",
+    "PluginError",
+    "PoisonPill",
+    "PostRestartException",
+    "PreRestartException",
+    "Props",
+    "ReceiveTimeout",
+    "Restart",
+    "Resume",
+    "Settings",
+    "StashOverflowException",
+    "Status",
+    "Stop",
+    "StoppingSupervisorStrategy",
+    "SupervisorStrategy",
+    "SupervisorStrategyConfigurator",
+    "Terminated",
+    "UnhandledMessage",
+    "__version__",
+    "default_decider",
+]

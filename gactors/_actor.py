@@ -1,0 +1,125 @@
+"""The ``Actor`` base class."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from greenlet import getcurrent
+
+from gactors._messages import Terminated, UnhandledMessage
+from gactors._supervision import SupervisorStrategy
+from gactors.exceptions import DeathPactException, IllegalStateError
+
+if TYPE_CHECKING:
+    from gactors._cell import ActorCell
+    from gactors._context import ActorContext
+    from gactors._ref import ActorRef
+
+__all__ = ["Actor", "ActorLogger"]
+
+# The cell whose actor is being constructed in a given greenlet. Actor.__new__ takes it
+# from here, which is what makes self.ref/self.context usable inside __init__ without
+# subclasses having to call super().__init__().
+_constructing: dict[Any, ActorCell] = {}
+
+
+class ActorLogger(logging.LoggerAdapter):  # type: ignore[type-arg]
+    """``self.log``: a logger that puts the actor's path into every record."""
+
+    def process(self, msg: Any, kwargs: Any) -> tuple[Any, Any]:
+        extra = kwargs.get("extra")
+        kwargs["extra"] = {**self.extra, **extra} if extra else self.extra  # type: ignore[dict-item]
+        return f"[{self.extra['actor_path']}] {msg}", kwargs  # type: ignore[index]
+
+
+class Actor:
+    """Base class of every actor: subclass it and implement :meth:`receive`.
+
+    Subclasses need not call ``super().__init__()``; ``self.ref``, ``self.context`` and
+    ``self.log`` already work inside ``__init__``. Instances are only ever created by
+    gactors, from :class:`~gactors.Props`.
+    """
+
+    supervisor_strategy: ClassVar[SupervisorStrategy] = SupervisorStrategy.default_strategy
+    """How this actor supervises its children (class attribute or property)."""
+
+    _gactors_cell: ActorCell
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Actor:
+        cell = _constructing.pop(getcurrent(), None)
+        if cell is None:
+            raise IllegalStateError(
+                f"{cls.__qualname__} cannot be instantiated directly: actors are created by "
+                f"gactors, use system.actor_of(Props({cls.__qualname__}, ...)) or "
+                "self.context.actor_of(...)"
+            )
+        self = object.__new__(cls)
+        self._gactors_cell = cell
+        return self
+
+    # -- the message handler ------------------------------------------------------------------
+    def receive(self, message: Any) -> None:
+        """Handle one message. Default: :meth:`unhandled`."""
+        self.unhandled(message)
+
+    def unhandled(self, message: Any) -> None:
+        """A message the actor does not handle.
+
+        ``Terminated`` raises :class:`DeathPactException`; anything else is published
+        as :class:`UnhandledMessage` on the event stream.
+        """
+        if type(message) is Terminated:
+            raise DeathPactException(message.actor)
+        cell = self._gactors_cell
+        cell.system.event_stream.publish(UnhandledMessage(message, cell.sender_or_none, cell.ref))
+
+    # -- lifecycle hooks -------------------------------------------------------------------------
+    def pre_start(self) -> None:
+        """After construction, before the first message. Default: nothing."""
+
+    def post_stop(self) -> None:
+        """After the actor and all its children stopped. Default: nothing."""
+
+    def pre_restart(self, reason: BaseException, message: Any) -> None:
+        """On the failed instance before a restart.
+
+        Default: unwatch and stop every child, then :meth:`post_stop`.
+        """
+        context = self.context
+        for child in context.children:
+            context.unwatch(child)
+            context.stop(child)
+        self.post_stop()
+
+    def post_restart(self, reason: BaseException) -> None:
+        """On the fresh instance after a restart. Default: :meth:`pre_start`."""
+        self.pre_start()
+
+    # -- accessors ---------------------------------------------------------------------------
+    @property
+    def ref(self) -> ActorRef:
+        """This actor's own ref (stable across restarts)."""
+        return self._gactors_cell.ref
+
+    @property
+    def sender(self) -> ActorRef:
+        """The sender of the current message (``system.dead_letters`` if none)."""
+        cell = self._gactors_cell
+        s = cell.sender
+        return s if s is not None else cell.system.dead_letters
+
+    @property
+    def context(self) -> ActorContext:
+        """This actor's :class:`~gactors.ActorContext`."""
+        return self._gactors_cell.context
+
+    @property
+    def log(self) -> ActorLogger:
+        """A logger tagging records with this actor's path (logger ``gactors.actor``)."""
+        return self._gactors_cell.logger
+
+    def __repr__(self) -> str:
+        cell = self.__dict__.get("_gactors_cell")
+        where = f" {cell.path}" if cell is not None else ""
+        return f"<{type(self).__qualname__}{where}>"

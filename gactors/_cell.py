@@ -1,0 +1,423 @@
+"""The actor cell: one per actor incarnation, holding everything but the user's code.
+
+The concerns live in :mod:`gactors._dungeon`; this module holds the message loop
+(:meth:`ActorCell.run_batch`): the system queue is drained first, then up to
+``throughput`` user messages are processed, checking the system queue again after
+each one, so that system messages always overtake ordinary ones.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from collections import deque
+from typing import TYPE_CHECKING, Any, Callable
+
+from greenlet import getcurrent
+
+from gactors import _sysmsg as sm
+from gactors._actor import Actor, ActorLogger, _constructing
+from gactors._context import ActorContext
+from gactors._dungeon.children import Children, Recreation
+from gactors._dungeon.deathwatch import DeathWatch
+from gactors._dungeon.faulthandling import FATAL, FaultHandling
+from gactors._dungeon.receivetimeout import ReceiveTimeout
+from gactors._messages import (
+    ActorIdentity,
+    Identify,
+    NotInfluenceReceiveTimeout,
+    Terminated,
+    _Kill,
+    _PoisonPill,
+)
+from gactors._ref import LocalActorRef, PromiseRef
+from gactors._supervision import SupervisorStrategy
+from gactors._threads import get_ident
+from gactors.exceptions import ActorKilledException, IllegalStateError
+
+if TYPE_CHECKING:
+    from gactors._path import ActorPath
+    from gactors._props import Props
+    from gactors._ref import ActorRef
+    from gactors._system import ActorSystem
+
+__all__ = ["ActorCell"]
+
+_uids = itertools.count(1)
+_actor_log = logging.getLogger("gactors.actor")
+
+_NORMAL, _SUSPENDED, _WAITING = 0, 1, 2
+
+
+class ActorCell(Children, DeathWatch, FaultHandling, ReceiveTimeout):
+    """Everything about one actor incarnation except the user's instance."""
+
+    __slots__ = (
+        "actor",
+        "behavior",
+        "behavior_stack",
+        "capacity",
+        "children_stats",
+        "context",
+        "current_sys",
+        "dead",
+        "dispatcher",
+        "failed",
+        "failed_message",
+        "failure_seq",
+        "logger_obj",
+        "mailbox",
+        "name_counter",
+        "open",
+        "parent",
+        "parent_cell",
+        "path",
+        "props",
+        "ref",
+        "restarts",
+        "rt_seconds",
+        "rt_timer",
+        "scheduled",
+        "sender",
+        "stash_obj",
+        "suspend_count",
+        "sys_stash",
+        "sysq",
+        "system",
+        "termination_reason",
+        "terminated_queued",
+        "tid",
+        "timers_obj",
+        "to_die",
+        "uid",
+        "watched_by",
+        "watching",
+    )
+
+    def __init__(
+        self,
+        system: ActorSystem,
+        props: Props,
+        path: ActorPath,
+        parent: ActorRef,
+        parent_cell: ActorCell | None,
+    ) -> None:
+        self.system = system
+        self.props = props
+        self.path = path
+        self.parent = parent
+        self.parent_cell = parent_cell
+        self.uid = next(_uids)
+        self.tid = system._tid
+        self.dispatcher = system._dispatcher
+        self.mailbox = deque()
+        self.sysq = deque()
+        self.sys_stash = []
+        self.scheduled = False
+        self.capacity = props.mailbox_capacity
+        self.open = self.capacity is None
+        self.dead = False
+        self.actor = None
+        self.behavior = None
+        self.behavior_stack = []
+        self.sender = None
+        self.restarts = 0
+        self.timers_obj = None
+        self.stash_obj = None
+        self.logger_obj = None
+        self.suspend_count = 0
+        self.failed = None
+        self.failure_seq = 0
+        self.failed_message = None
+        self.current_sys = None
+        self.children_stats = {}
+        self.to_die = set()
+        self.termination_reason = None
+        self.name_counter = 0
+        self.watching = {}
+        self.watched_by = set()
+        self.terminated_queued = {}
+        self.rt_seconds = None
+        self.rt_timer = None
+        self.ref = LocalActorRef(self)
+        self.context = ActorContext(self)
+
+    # -- the message loop (called by a dispatcher worker) -------------------------------------
+    def run_batch(self, throughput: int) -> bool:
+        """Process system messages, then up to ``throughput`` user messages.
+
+        Returns whether the cell still has work (the dispatcher then re-queues it).
+        """
+        sysq = self.sysq
+        if sysq:
+            self.process_system()
+        if self.suspend_count or self.dead:
+            return bool(sysq)
+        mailbox = self.mailbox
+        auto = _AUTO
+        influenced = False
+        rt = self.rt_seconds is not None
+        n = throughput
+        while mailbox:
+            message, sender = mailbox.popleft()
+            self.sender = sender
+            try:
+                handler = auto.get(type(message))
+                if handler is None:
+                    self.behavior(message)
+                else:
+                    handler(self, message)
+            except BaseException as exc:
+                self.user_failure(exc, message, sender)
+                break
+            if rt and not isinstance(message, NotInfluenceReceiveTimeout):
+                influenced = True
+            if sysq:
+                self.process_system()
+                if self.suspend_count or self.dead:
+                    break
+            n -= 1
+            if not n:
+                break
+        if influenced and self.rt_seconds is not None:
+            self.check_receive_timeout()
+        return bool(sysq) or (bool(mailbox) and not self.suspend_count and not self.dead)
+
+    def has_work(self) -> bool:
+        return bool(self.sysq) or (
+            bool(self.mailbox) and not self.suspend_count and not self.dead
+        )
+
+    def user_failure(self, exc: BaseException, message: Any, sender: ActorRef | None) -> None:
+        if isinstance(exc, FATAL):
+            raise exc
+        if type(sender) is PromiseRef:
+            # The asker learns of the failure at once instead of timing out.
+            sender._fail_from_target(exc)
+        self.failed_message = message
+        self.handle_invoke_failure(exc)
+
+    def receive_message(self, message: Any) -> None:
+        """Hand ``message`` to the current behavior (used by auto-received messages)."""
+        self.behavior(message)
+
+    # -- system messages ------------------------------------------------------------------------
+    def _state(self) -> int:
+        if self.waiting_for_children:
+            return _WAITING
+        return _SUSPENDED if self.suspend_count else _NORMAL
+
+    def process_system(self) -> None:
+        sysq = self.sysq
+        stash = self.sys_stash
+        while sysq:
+            msg = sysq.popleft()
+            if self.dead:
+                self.system_dead_letter(msg)
+                continue
+            state = self._state()
+            if (state == _SUSPENDED and msg.stash_when_failed) or (
+                state == _WAITING and msg.stash_when_waiting
+            ):
+                stash.append(msg)
+                continue
+            self.current_sys = msg
+            try:
+                _SYSTEM_HANDLERS[type(msg)](self, msg)
+            except FATAL:
+                raise
+            except BaseException as exc:
+                self.handle_invoke_failure(exc)
+            finally:
+                self.current_sys = None
+            if stash and self._state() < state:
+                # Walking up the state chain: what waited may be processed now, first.
+                sysq.extendleft(reversed(stash))
+                stash.clear()
+        if self.dead and stash:
+            for msg in stash:
+                self.system_dead_letter(msg)
+            stash.clear()
+
+    def send_system(self, message: sm.SystemMessage) -> None:
+        if get_ident() != self.tid:
+            self.system._run_in_hub_async(self.send_system, message)
+            return
+        if self.dead:
+            self.system_dead_letter(message)
+            return
+        self.sysq.append(message)
+        if not self.scheduled:
+            self.dispatcher.schedule(self)
+
+    def system_dead_letter(self, message: sm.SystemMessage) -> None:
+        """A system message for a terminated cell."""
+        if type(message) is sm.Watch and message.watchee == self.ref and message.watcher != self.ref:
+            # Watching an actor that is already dead: Terminated at once, unconfirmed.
+            message.watcher._send_system(sm.DeathWatchNotification(self.ref, False, False))
+
+    # -- slow paths of tell ---------------------------------------------------------------------
+    def enqueue_closed(self, message: Any, sender: ActorRef | None) -> None:
+        if self.dead:
+            self.system._dead_letter(message, sender, self.ref)
+            return
+        capacity = self.capacity
+        if capacity is not None and len(self.mailbox) >= capacity:
+            self.system._dead_letter(message, sender, self.ref)
+            return
+        self.mailbox.append((message, sender))
+        if not self.scheduled:
+            self.dispatcher.schedule(self)
+
+    def enqueue_foreign(self, message: Any, sender: ActorRef | None) -> None:
+        """tell() from another OS thread: the hub thread finishes the job."""
+        if self.dead:
+            self.system._run_in_hub_async(self.system._dead_letter, message, sender, self.ref)
+            return
+        self.mailbox.append((message, sender))
+        self.system._wake_from_thread(self)
+
+    def drain_to_dead_letters(self) -> None:
+        mailbox = self.mailbox
+        dead_letter = self.system._dead_letter
+        me = self.ref
+        while mailbox:
+            message, sender = mailbox.popleft()
+            dead_letter(message, sender, me)
+
+    # -- the instance -----------------------------------------------------------------------------
+    def new_actor(self) -> Actor:
+        self.behavior_stack = []
+        g = getcurrent()
+        _constructing[g] = self
+        try:
+            instance = self.props.new_actor()
+        finally:
+            _constructing.pop(g, None)
+        if not isinstance(instance, Actor):
+            raise TypeError(
+                f"the Props factory of {self.path} returned {type(instance).__name__}, "
+                "not a gactors.Actor"
+            )
+        if instance.__dict__.get("_gactors_cell") is not self:
+            raise IllegalStateError(
+                f"the Props factory of {self.path} returned an actor built for another cell"
+            )
+        return instance
+
+    def install_actor(self, instance: Actor) -> None:
+        self.actor = instance
+        if not self.behavior_stack:
+            self.behavior_stack = [instance.receive]
+        self.behavior = self.behavior_stack[-1]
+
+    def strategy(self) -> SupervisorStrategy:
+        actor = self.actor
+        s = actor.supervisor_strategy if actor is not None else SupervisorStrategy.default_strategy
+        if not hasattr(s, "handle_failure"):
+            raise TypeError(
+                f"{self.path}: supervisor_strategy must be a SupervisorStrategy, not {s!r}"
+            )
+        return s
+
+    # -- behavior ----------------------------------------------------------------------------
+    def become(self, behavior: Callable[[Any], Any], discard_old: bool) -> None:
+        if not callable(behavior):
+            raise TypeError(f"become() needs a callable, not {type(behavior).__name__}")
+        stack = self.behavior_stack
+        if discard_old and stack:
+            stack.pop()
+        stack.append(behavior)
+        self.behavior = behavior
+
+    def unbecome(self) -> None:
+        stack = self.behavior_stack
+        if len(stack) > 1:
+            stack.pop()
+        elif self.actor is not None:
+            self.behavior_stack = stack = [self.actor.receive]
+        if stack:
+            self.behavior = stack[-1]
+
+    # -- misc ---------------------------------------------------------------------------
+    @property
+    def sender_or_none(self) -> ActorRef | None:
+        return self.sender
+
+    @property
+    def logger(self) -> ActorLogger:
+        lg = self.logger_obj
+        if lg is None:
+            lg = self.logger_obj = ActorLogger(_actor_log, {"actor_path": str(self.path)})
+        return lg
+
+    def lifecycle_debug(self, what: str) -> None:
+        if self.system.settings.debug_lifecycle:
+            cls = type(self.actor).__qualname__ if self.actor is not None else "?"
+            self.system._publish_log(
+                logging.DEBUG, str(self.path), f"{what} ({cls})", category="lifecycle"
+            )
+
+    @property
+    def state_name(self) -> str:
+        if self.dead:
+            return "dead"
+        if self.is_terminating:
+            return "terminating"
+        if isinstance(self.termination_reason, Recreation):
+            return "restarting"
+        if self.failed is not None:
+            return "failed"
+        if self.actor is None:
+            return "starting"
+        if self.suspend_count:
+            return "suspended"
+        return "running"
+
+    def stop_self(self) -> None:
+        self.send_system(sm.Terminate())
+
+    def __repr__(self) -> str:
+        return f"<ActorCell {self.path}#{self.uid} {self.state_name}>"
+
+
+# -- auto-received messages ----------------------------------------------------------------------
+def _on_poison_pill(cell: ActorCell, message: Any) -> None:
+    cell.stop_self()
+
+
+def _on_kill(cell: ActorCell, message: Any) -> None:
+    raise ActorKilledException(f"{cell.path}: Kill")
+
+
+def _on_identify(cell: ActorCell, message: Identify) -> None:
+    sender = cell.sender
+    if sender is not None:
+        sender.tell(ActorIdentity(message.message_id, cell.ref), cell.ref)
+
+
+def _on_terminated(cell: ActorCell, message: Terminated) -> None:
+    cell.received_terminated(message)
+
+
+_AUTO: dict[type, Callable[[ActorCell, Any], None]] = {
+    _PoisonPill: _on_poison_pill,
+    _Kill: _on_kill,
+    Identify: _on_identify,
+    Terminated: _on_terminated,
+}
+
+_SYSTEM_HANDLERS: dict[type, Callable[[ActorCell, Any], None]] = {
+    sm.Create: lambda c, m: c.create(),
+    sm.Recreate: lambda c, m: c.fault_recreate(m.cause),
+    sm.Suspend: lambda c, m: c.fault_suspend(),
+    sm.Resume: lambda c, m: c.fault_resume(m.caused_by_failure),
+    sm.Terminate: lambda c, m: c.terminate(),
+    sm.Watch: lambda c, m: c.add_watcher(m.watchee, m.watcher),
+    sm.Unwatch: lambda c, m: c.rem_watcher(m.watchee, m.watcher),
+    sm.Failed: lambda c, m: c.handle_failure(m),
+    sm.DeathWatchNotification: lambda c, m: c.watched_actor_terminated(
+        m.actor, m.existence_confirmed, m.address_terminated
+    ),
+    sm.Run: lambda c, m: m.fn(*m.args),
+}

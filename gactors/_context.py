@@ -1,0 +1,109 @@
+"""``ActorContext``: what an actor may do to itself and its surroundings."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable
+
+if TYPE_CHECKING:
+    from gactors._cell import ActorCell
+    from gactors._props import Props
+    from gactors._ref import ActorRef
+    from gactors._system import ActorSystem
+
+__all__ = ["ActorContext"]
+
+
+class ActorContext:
+    """The view of an actor onto its cell: children, watching, behavior, timeouts.
+
+    Use it only from inside the actor (``self.context``), never from other greenlets.
+    """
+
+    __slots__ = ("_cell",)
+
+    def __init__(self, cell: ActorCell) -> None:
+        self._cell = cell
+
+    # -- children -----------------------------------------------------------------------------
+    def actor_of(self, props: Props, name: str | None = None) -> ActorRef:
+        """Create a child actor; returns its ref at once."""
+        return self._cell.attach_child(props, name)
+
+    def stop(self, ref: ActorRef) -> None:
+        """Stop ``ref`` (a child or this actor): its current message finishes, the rest
+        of its mailbox goes to dead letters."""
+        self._cell.stop_ref(ref)
+
+    @property
+    def children(self) -> tuple[ActorRef, ...]:
+        """The live children (including those still stopping)."""
+        return self._cell.children
+
+    def child(self, name: str) -> ActorRef | None:
+        """The child called ``name``, or None."""
+        return self._cell.child_by_name(name)
+
+    @property
+    def parent(self) -> ActorRef:
+        """The supervising parent."""
+        return self._cell.parent
+
+    @property
+    def self(self) -> ActorRef:
+        """This actor's ref."""
+        return self._cell.ref
+
+    @property
+    def system(self) -> ActorSystem:
+        """The actor system."""
+        return self._cell.system
+
+    @property
+    def props(self) -> Props:
+        """The props this actor was created from."""
+        return self._cell.props
+
+    @property
+    def sender(self) -> ActorRef:
+        """The sender of the current message (``system.dead_letters`` if none)."""
+        s = self._cell.sender
+        return s if s is not None else self._cell.system.dead_letters
+
+    # -- death watch --------------------------------------------------------------------------
+    def watch(self, ref: ActorRef) -> ActorRef:
+        """Receive ``Terminated(ref)`` once ``ref`` stops (also if already dead)."""
+        return self._cell.watch(ref, None)
+
+    def watch_with(self, ref: ActorRef, message: Any) -> ActorRef:
+        """Like :meth:`watch` but deliver ``message`` instead of ``Terminated``."""
+        if message is None:
+            from gactors.exceptions import InvalidMessageException
+
+            raise InvalidMessageException("watch_with needs a message, not None")
+        return self._cell.watch(ref, message)
+
+    def unwatch(self, ref: ActorRef) -> ActorRef:
+        """Stop watching ``ref``; a ``Terminated`` already queued is dropped."""
+        return self._cell.unwatch(ref)
+
+    # -- behavior -----------------------------------------------------------------------------
+    def become(self, behavior: Callable[[Any], Any], discard_old: bool = True) -> None:
+        """Handle the next messages with ``behavior`` (a callable taking the message)."""
+        self._cell.become(behavior, discard_old)
+
+    def unbecome(self) -> None:
+        """Go back to the previous behavior."""
+        self._cell.unbecome()
+
+    # -- receive timeout ------------------------------------------------------------------------
+    def set_receive_timeout(self, timeout: float | None) -> None:
+        """Send ``ReceiveTimeout`` after ``timeout`` idle seconds (None: off)."""
+        self._cell.set_receive_timeout(timeout)
+
+    @property
+    def receive_timeout(self) -> float | None:
+        """The current receive timeout in seconds, or None."""
+        return self._cell.receive_timeout
+
+    def __repr__(self) -> str:
+        return f"<ActorContext {self._cell.path}>"

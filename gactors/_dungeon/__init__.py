@@ -1,0 +1,13 @@
+"""The concerns of the actor cell, one module each (after Akka's ``dungeon`` package).
+
+``gactors._cell.ActorCell`` mixes them together:
+
+* :mod:`.children` - the children container, names, stopping children;
+* :mod:`.deathwatch` - watch/unwatch and ``Terminated`` delivery;
+* :mod:`.faulthandling` - suspend/resume, failure reports, restart, stop;
+* :mod:`.receivetimeout` - the idle timer.
+
+The message loop itself (system queue first, then a batch of user messages) is in
+``gactors._cell``. "Where does a restart happen?" - ``FaultHandling.fault_recreate``
+and ``finish_recreate``, nowhere else.
+"""

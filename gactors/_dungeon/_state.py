@@ -1,0 +1,104 @@
+"""The state every concern of the cell shares, declared once for the type checker.
+
+The attributes themselves are slots of ``gactors._cell.ActorCell``; each concern
+module subclasses :class:`CellState` so that mypy knows what the others provide.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections import deque
+
+    from gactors._actor import Actor, ActorLogger
+    from gactors._context import ActorContext
+    from gactors._dispatch import Dispatcher
+    from gactors._path import ActorPath
+    from gactors._props import Props
+    from gactors._ref import ActorRef, LocalActorRef
+    from gactors._supervision import ChildRestartStats, SupervisorStrategy
+    from gactors._sysmsg import SystemMessage
+    from gactors._system import ActorSystem
+
+
+class CellState:
+    __slots__ = ()
+
+    if TYPE_CHECKING:
+        # identity
+        system: ActorSystem
+        props: Props
+        path: ActorPath
+        uid: int
+        ref: LocalActorRef
+        parent: ActorRef
+        parent_cell: Any
+        context: ActorContext
+        dispatcher: Dispatcher
+        tid: int
+        # queues and dispatch
+        mailbox: deque[tuple[Any, ActorRef | None]]
+        sysq: deque[SystemMessage]
+        sys_stash: list[SystemMessage]
+        scheduled: bool
+        open: bool
+        dead: bool
+        capacity: int | None
+        # the instance
+        actor: Actor | None
+        behavior: Any
+        behavior_stack: list[Any]
+        sender: ActorRef | None
+        restarts: int
+        timers_obj: Any
+        stash_obj: Any
+        logger_obj: ActorLogger | None
+        # fault handling
+        suspend_count: int
+        failed: ActorRef | None
+        failure_seq: int
+        failed_message: Any
+        current_sys: SystemMessage | None
+        # children
+        children_stats: dict[str, ChildRestartStats]
+        to_die: set[ActorRef]
+        termination_reason: Any
+        name_counter: int
+        # death watch
+        watching: dict[ActorRef, Any]
+        watched_by: set[ActorRef]
+        terminated_queued: dict[ActorRef, Any]
+        # receive timeout
+        rt_seconds: float | None
+        rt_timer: Any
+
+        # provided by the concerns and by ActorCell
+        def send_system(self, message: SystemMessage) -> None: ...
+        def new_actor(self) -> Actor: ...
+        def install_actor(self, instance: Actor) -> None: ...
+        def receive_message(self, message: Any) -> None: ...
+        def drain_to_dead_letters(self) -> None: ...
+        def lifecycle_debug(self, what: str) -> None: ...
+        def strategy(self) -> SupervisorStrategy: ...
+        def stats_for(self, ref: ActorRef) -> ChildRestartStats | None: ...
+        def live_child_stats(self) -> list[ChildRestartStats]: ...
+        def stop_all_children(self) -> None: ...
+        def set_children_termination_reason(self, reason: Any) -> bool: ...
+        def remove_child_and_get_state_change(self, ref: ActorRef) -> Any: ...
+        def handle_invoke_failure(
+            self, exc: BaseException, skip: tuple[ActorRef, ...] = ()
+        ) -> None: ...
+        def handle_child_terminated(self, ref: ActorRef) -> None: ...
+        def unwatch_watched_actors(self) -> None: ...
+        def tell_watchers_we_died(self) -> None: ...
+        def cancel_receive_timeout(self) -> None: ...
+        def check_receive_timeout(self) -> None: ...
+        @property
+        def children(self) -> tuple[ActorRef, ...]: ...
+        @property
+        def is_terminating(self) -> bool: ...
+        @property
+        def is_normal(self) -> bool: ...
+        @property
+        def waiting_for_children(self) -> bool: ...

@@ -1,0 +1,158 @@
+"""The children container: names, creation, stopping, and waiting for children."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from gactors import _sysmsg as sm
+from gactors._path import validate_name
+from gactors._dungeon._state import CellState
+from gactors._supervision import ChildRestartStats
+from gactors.exceptions import IllegalStateError, InvalidActorNameException
+
+if TYPE_CHECKING:
+    from gactors._props import Props
+    from gactors._ref import ActorRef
+
+# Why the cell is waiting for its children to terminate (Akka's SuspendReason).
+USER_REQUEST = "user-request"  # children stopped by request: nothing waits
+CREATION = "creation"  # a failed creation is retried once they are gone
+TERMINATION = "termination"  # the cell stops once they are gone
+
+
+class Recreation:
+    """A restart continues (finish_recreate) once the children are gone."""
+
+    __slots__ = ("cause",)
+
+    def __init__(self, cause: BaseException) -> None:
+        self.cause = cause
+
+
+_ALPHABET = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+~"
+
+
+def _generated_name(n: int) -> str:
+    # Like Akka: "$" followed by a base-64 counter, unique per parent.
+    out = []
+    while True:
+        out.append(_ALPHABET[n & 63])
+        n >>= 6
+        if not n:
+            break
+    return "$" + "".join(out)
+
+
+class Children(CellState):
+    """Mixin of ActorCell: the children container."""
+
+    __slots__ = ()
+
+    # -- queries -----------------------------------------------------------------------------
+    @property
+    def children(self) -> tuple[ActorRef, ...]:
+        return tuple(s.child for s in self.children_stats.values())
+
+    def child_by_name(self, name: str) -> ActorRef | None:
+        s = self.children_stats.get(name)
+        return s.child if s is not None else None
+
+    def stats_for(self, ref: ActorRef) -> ChildRestartStats | None:
+        s = self.children_stats.get(ref.path.name)
+        if s is not None and s.child._uid == ref._uid and s.child.path == ref.path:
+            return s
+        return None
+
+    def live_child_stats(self) -> list[ChildRestartStats]:
+        """Children not being stopped (the ones a strategy acts upon)."""
+        to_die = self.to_die
+        return [s for s in self.children_stats.values() if s.child not in to_die]
+
+    @property
+    def is_terminating(self) -> bool:
+        return self.termination_reason is TERMINATION
+
+    @property
+    def is_normal(self) -> bool:
+        r = self.termination_reason
+        return r is None or r is USER_REQUEST
+
+    @property
+    def waiting_for_children(self) -> bool:
+        r = self.termination_reason
+        return r is CREATION or isinstance(r, Recreation)
+
+    # -- creation -----------------------------------------------------------------------------
+    def attach_child(self, props: Props, name: str | None, *, system_name: bool = False) -> ActorRef:
+        from gactors._cell import ActorCell
+        from gactors._props import Props
+
+        if not isinstance(props, Props):
+            raise TypeError(f"actor_of needs a Props, not {type(props).__name__}")
+        if self.dead or self.is_terminating:
+            raise IllegalStateError(
+                f"cannot create a child of {self.path}: it is "
+                f"{'terminated' if self.dead else 'terminating'}"
+            )
+        if name is None:
+            self.name_counter += 1
+            name = _generated_name(self.name_counter)
+        elif not system_name:
+            validate_name(name)
+        if name in self.children_stats:
+            raise InvalidActorNameException(
+                f"actor name {name!r} is not unique: {self.path}/{name} is still alive or "
+                "still terminating"
+            )
+        if props.dispatcher != "default":
+            raise ValueError(f"unknown dispatcher {props.dispatcher!r} (known: 'default')")
+        child = ActorCell(self.system, props, self.path.child(name), self.ref, self)
+        stats = ChildRestartStats(child.ref, child)
+        self.children_stats[name] = stats
+        child.send_system(sm.Create())
+        return child.ref
+
+    # -- stopping -----------------------------------------------------------------------------
+    def stop_ref(self, ref: ActorRef) -> None:
+        """context.stop(ref): children are marked as dying (their names stay reserved
+        until they terminated); anything else just gets Terminate."""
+        from gactors._ref import ActorRef
+
+        if not isinstance(ref, ActorRef):
+            raise TypeError(f"stop() needs an ActorRef, not {type(ref).__name__}")
+        if self.stats_for(ref) is not None:
+            self.mark_dying(ref)
+        ref._send_system(sm.Terminate())
+
+    def mark_dying(self, ref: ActorRef) -> None:
+        if ref not in self.to_die:
+            self.to_die.add(ref)
+            if self.termination_reason is None:
+                self.termination_reason = USER_REQUEST
+
+    def stop_all_children(self) -> None:
+        for s in list(self.children_stats.values()):
+            self.mark_dying(s.child)
+            s.child._send_system(sm.Terminate())
+
+    def set_children_termination_reason(self, reason: Any) -> bool:
+        """If children are dying, wait for them for ``reason`` and return True."""
+        if self.to_die:
+            self.termination_reason = reason
+            return True
+        return False
+
+    def remove_child_and_get_state_change(self, ref: ActorRef) -> Any:
+        """Forget a terminated child; return the finished wait reason, if any."""
+        s = self.stats_for(ref)
+        if s is not None:
+            del self.children_stats[ref.path.name]
+        self.to_die.discard(ref)
+        if not self.to_die and self.termination_reason is not None:
+            reason = self.termination_reason
+            if reason is TERMINATION:
+                # Stays TERMINATION: the cell is about to finish terminating.
+                return reason
+            self.termination_reason = None
+            return None if reason is USER_REQUEST else reason
+        return None

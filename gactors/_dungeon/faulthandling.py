@@ -1,0 +1,275 @@
+"""Fault handling: suspension, failure reports, restart and stop (SPEC section 6).
+
+This is the one place where restarts happen (``fault_recreate`` then
+``finish_recreate``) and where actors stop (``terminate`` then ``finish_terminate``).
+The suspend counter must stay balanced: every Suspend (own failure, parent's
+failure, all-for-one sibling restart, termination) is matched by exactly one resume
+(Resume, the end of a restart or re-creation) unless the actor dies.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from greenlet import GreenletExit
+
+from gactors import _sysmsg as sm
+from gactors._dungeon._state import CellState
+from gactors._dungeon.children import CREATION, TERMINATION, Recreation
+from gactors.exceptions import (
+    ActorInitializationException,
+    PostRestartException,
+    PreRestartException,
+)
+
+if TYPE_CHECKING:
+    from gactors._ref import ActorRef
+
+FATAL = (KeyboardInterrupt, SystemExit, GreenletExit)
+"""Never supervised: they stop the system and propagate where gevent would."""
+
+
+class FaultHandling(CellState):
+    """Mixin of ActorCell."""
+
+    __slots__ = ()
+
+    # -- suspension ------------------------------------------------------------------------
+    def suspend_non_recursive(self) -> None:
+        self.suspend_count += 1
+
+    def resume_non_recursive(self) -> None:
+        if self.suspend_count > 0:
+            self.suspend_count -= 1
+
+    def suspend_children(self, except_for: tuple[ActorRef, ...] = ()) -> None:
+        for s in list(self.children_stats.values()):
+            if s.child not in except_for:
+                s.child._send_system(sm.Suspend())
+
+    def resume_children(self, caused_by_failure: BaseException | None, perp: Any) -> None:
+        for s in list(self.children_stats.values()):
+            child = s.child
+            child._send_system(sm.Resume(caused_by_failure if child == perp else None))
+
+    # -- system messages -------------------------------------------------------------------
+    def fault_suspend(self) -> None:
+        self.suspend_non_recursive()
+        self.suspend_children()
+
+    def fault_resume(self, caused_by_failure: BaseException | None) -> None:
+        if self.actor is None:
+            # Creation failed earlier: resuming means trying to create it again.
+            self.fault_create()
+            return
+        perp = self.failed
+        self.resume_non_recursive()
+        if caused_by_failure is not None:
+            self.failed = None
+            self.failed_message = None
+        self.resume_children(caused_by_failure, perp)
+
+    def fault_recreate(self, cause: BaseException) -> None:
+        if self.actor is None:
+            self.fault_create()
+            return
+        if not self.is_normal:
+            self.fault_resume(None)  # terminating anyway: keep the counter balanced
+            return
+        failed_actor = self.actor
+        self.lifecycle_debug("restarting")
+        message = self.failed_message
+        try:
+            failed_actor.pre_restart(cause, message)
+        except FATAL:
+            raise
+        except BaseException as e:
+            self.system._publish_log(
+                logging.ERROR,
+                str(self.path),
+                f"pre_restart failed, the restart goes on: {type(e).__name__}: {e}",
+                PreRestartException(self.ref, e, cause, message),
+                category="supervision",
+            )
+        finally:
+            self.failed_message = None
+            self.instance_discarded()
+        if not self.set_children_termination_reason(Recreation(cause)):
+            self.finish_recreate(cause)
+
+    def finish_recreate(self, cause: BaseException) -> None:
+        # Snapshot the survivors before the new instance creates new children.
+        to_die = self.to_die
+        survivors = tuple(s.child for s in self.children_stats.values() if s.child not in to_die)
+        try:
+            self.resume_non_recursive()
+            self.failed = None
+            fresh = self.new_actor()
+            self.install_actor(fresh)
+            fresh.post_restart(cause)
+        except FATAL:
+            raise
+        except BaseException as e:
+            self.actor = None  # the next attempt is a fresh creation
+            self.handle_invoke_failure(PostRestartException(self.ref, e, cause), survivors)
+            return
+        self.restarts += 1
+        self.check_receive_timeout()
+        self.lifecycle_debug("restarted")
+        for child in survivors:
+            child._send_system(sm.Recreate(cause))
+
+    def fault_create(self) -> None:
+        self.cancel_receive_timeout()
+        self.stop_all_children()
+        if not self.set_children_termination_reason(CREATION):
+            self.finish_create()
+
+    def finish_create(self) -> None:
+        self.resume_non_recursive()
+        self.failed = None
+        self.failed_message = None
+        try:
+            self.create()
+        except FATAL:
+            raise
+        except BaseException as e:
+            self.handle_invoke_failure(e)
+
+    def create(self) -> None:
+        try:
+            instance = self.new_actor()
+            self.install_actor(instance)
+            instance.pre_start()
+        except FATAL:
+            raise
+        except BaseException as e:
+            self.actor = None
+            self.instance_discarded()
+            raise ActorInitializationException(
+                self.ref, f"exception during creation: {type(e).__name__}: {e}", e
+            ) from e
+        self.check_receive_timeout()
+        self.lifecycle_debug("started")
+
+    def terminate(self) -> None:
+        self.cancel_receive_timeout()
+        self.unwatch_watched_actors()
+        self.stop_all_children()
+        was_terminating = self.is_terminating
+        if self.set_children_termination_reason(TERMINATION):
+            if not was_terminating:
+                self.suspend_non_recursive()  # no more user messages while children stop
+                self.failed = self.ref  # and failures during shutdown go nowhere
+                self.lifecycle_debug("stopping")
+        else:
+            self.finish_terminate()
+
+    def finish_terminate(self) -> None:
+        if self.dead:
+            return
+        a = self.actor
+        try:
+            if a is not None:
+                a.post_stop()
+        except FATAL:
+            raise
+        except BaseException as e:
+            self.system._publish_log(
+                logging.ERROR,
+                str(self.path),
+                f"post_stop failed: {type(e).__name__}: {e}",
+                e,
+                category="supervision",
+            )
+        finally:
+            self.dead = True
+            self.open = False
+            self.termination_reason = None
+            self.instance_discarded()
+            self.cancel_receive_timeout()
+            self.parent._send_system(sm.DeathWatchNotification(self.ref, True, False))
+            self.tell_watchers_we_died()
+            self.unwatch_watched_actors()
+            self.lifecycle_debug("stopped")
+            self.actor = None
+            self.behavior = None
+            self.drain_to_dead_letters()
+
+    # -- failures --------------------------------------------------------------------------
+    def handle_invoke_failure(self, exc: BaseException, skip: tuple[ActorRef, ...] = ()) -> None:
+        """This actor failed: suspend it and its subtree, report to the parent."""
+        if self.failed is not None:
+            return  # already reported (or terminating): the parent decides once
+        try:
+            self.suspend_non_recursive()
+            cur = self.current_sys
+            if type(cur) is sm.Failed:
+                # Escalating a child's failure: that child is the perpetrator and is
+                # already suspended.
+                self.failed = cur.child
+                skip = (*skip, cur.child)
+            else:
+                self.failed = self.ref
+            self.suspend_children(except_for=skip)
+            self.failure_seq += 1
+            self.parent._send_system(sm.Failed(self.ref, exc, self.uid, self.failure_seq))
+        except Exception as e:
+            self.system._publish_log(
+                logging.ERROR,
+                str(self.path),
+                f"emergency stop: exception in failure handling for {type(exc).__name__}: {e}",
+                e,
+                category="supervision",
+            )
+            try:
+                self.stop_all_children()
+            finally:
+                self.finish_terminate()
+
+    def handle_failure(self, f: sm.Failed) -> None:
+        """A child reported a failure: let the strategy decide."""
+        child = f.child
+        stats = self.stats_for(child)
+        if stats is None or child in self.to_die:
+            self.system._publish_log(
+                logging.DEBUG,
+                str(self.path),
+                f"dropping Failed({type(f.cause).__name__}) from unknown or stopping child "
+                f"{child.path} (uid {f.uid})",
+                category="supervision",
+            )
+            return
+        child_cell = stats.cell
+        if child_cell.failed is None or child_cell.failure_seq != f.seq:
+            # Already settled by a restart of this actor: the child was suspended once
+            # more for this failure than it has been resumed, so balance it.
+            child._send_system(sm.Resume(None))
+            return
+        self.sender = child
+        strategy = self.strategy()
+        if not strategy.handle_failure(self.context, child, f.cause, stats, self.live_child_stats()):
+            raise f.cause  # escalate: fail with the very same exception object
+
+    def handle_child_terminated(self, ref: ActorRef) -> None:
+        status = self.remove_child_and_get_state_change(ref)
+        if self.actor is not None:
+            try:
+                self.strategy().handle_child_terminated(self.context, ref, self.children)
+            except FATAL:
+                raise
+            except BaseException as e:
+                self.handle_invoke_failure(e)
+        if status is TERMINATION:
+            self.finish_terminate()
+        elif isinstance(status, Recreation):
+            self.finish_recreate(status.cause)
+        elif status is CREATION:
+            self.finish_create()
+
+    def instance_discarded(self) -> None:
+        """The current instance is going away (restart or stop): cancel its timers."""
+        timers = self.timers_obj
+        if timers is not None:
+            timers.cancel_all()

@@ -1,0 +1,223 @@
+"""The messages with a meaning of their own to every actor, and the published events."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Final
+
+if TYPE_CHECKING:
+    from gactors._ref import ActorRef
+
+__all__ = [
+    "ActorIdentity",
+    "AutoReceivedMessage",
+    "DeadLetter",
+    "HubBlocked",
+    "Identify",
+    "Kill",
+    "NotInfluenceReceiveTimeout",
+    "PoisonPill",
+    "ReceiveTimeout",
+    "Status",
+    "Terminated",
+    "UnhandledMessage",
+]
+
+
+class AutoReceivedMessage:
+    """Marker base of the messages the actor cell handles before ``receive``."""
+
+    __slots__ = ()
+
+
+class NotInfluenceReceiveTimeout:
+    """Mixin: messages of such classes do not reset the receive timeout."""
+
+    __slots__ = ()
+
+
+class _Singleton:
+    __slots__ = ()
+    _name = "?"
+
+    def __repr__(self) -> str:
+        return self._name
+
+    def __reduce__(self) -> str:
+        return self._name
+
+
+class _PoisonPill(_Singleton, AutoReceivedMessage):
+    __slots__ = ()
+    _name = "PoisonPill"
+
+
+class _Kill(_Singleton, AutoReceivedMessage):
+    __slots__ = ()
+    _name = "Kill"
+
+
+class _ReceiveTimeout(_Singleton):
+    __slots__ = ()
+    _name = "ReceiveTimeout"
+
+
+PoisonPill: Final = _PoisonPill()
+"""Stops the actor when processed; the messages ahead of it are processed first."""
+
+Kill: Final = _Kill()
+"""Makes the actor fail with :class:`~gactors.ActorKilledException` when processed."""
+
+ReceiveTimeout: Final = _ReceiveTimeout()
+"""Sent when no message arrived for ``context.receive_timeout`` seconds."""
+
+
+class Identify(AutoReceivedMessage):
+    """Any actor answers with :class:`ActorIdentity` (``ref`` is ``None`` when dead)."""
+
+    __slots__ = ("message_id",)
+
+    def __init__(self, message_id: Any):
+        self.message_id = message_id
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is Identify and other.message_id == self.message_id
+
+    def __hash__(self) -> int:
+        return hash((Identify, self.message_id))
+
+    def __repr__(self) -> str:
+        return f"Identify({self.message_id!r})"
+
+
+class ActorIdentity:
+    """The answer to :class:`Identify`."""
+
+    __slots__ = ("correlation_id", "ref")
+
+    def __init__(self, correlation_id: Any, ref: ActorRef | None):
+        self.correlation_id = correlation_id
+        self.ref = ref
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            type(other) is ActorIdentity
+            and other.correlation_id == self.correlation_id
+            and other.ref == self.ref
+        )
+
+    def __hash__(self) -> int:
+        return hash((ActorIdentity, self.correlation_id, self.ref))
+
+    def __repr__(self) -> str:
+        return f"ActorIdentity({self.correlation_id!r}, {self.ref!r})"
+
+
+class Terminated(AutoReceivedMessage):
+    """Delivered to a watcher when the watched actor stopped. Equal by ``actor`` only."""
+
+    __slots__ = ("actor", "address_terminated", "existence_confirmed")
+
+    def __init__(
+        self, actor: ActorRef, existence_confirmed: bool = True, address_terminated: bool = False
+    ):
+        self.actor = actor
+        self.existence_confirmed = existence_confirmed
+        self.address_terminated = address_terminated
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is Terminated and other.actor == self.actor
+
+    def __hash__(self) -> int:
+        return hash((Terminated, self.actor))
+
+    def __repr__(self) -> str:
+        return f"Terminated({self.actor!r})"
+
+
+class _StatusValue:
+    __slots__ = ()
+    _field = ""
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and getattr(other, self._field) == getattr(
+            self, self._field
+        )
+
+    def __hash__(self) -> int:
+        return hash((type(self), getattr(self, self._field)))
+
+    def __repr__(self) -> str:
+        return f"Status.{type(self).__name__}({getattr(self, self._field)!r})"
+
+
+class Status:
+    """Namespace of the two reply envelopes understood by ``ask`` and ``pipe_to``."""
+
+    class Success(_StatusValue):
+        """A successful result; ``ask`` unwraps it to ``value``."""
+
+        __slots__ = ("value",)
+        _field = "value"
+
+        def __init__(self, value: Any):
+            self.value = value
+
+    class Failure(_StatusValue):
+        """A failed result; ``ask`` raises ``cause``."""
+
+        __slots__ = ("cause",)
+        _field = "cause"
+
+        def __init__(self, cause: BaseException):
+            self.cause = cause
+
+
+class _Envelope:
+    """Base of published events that describe a message: ``message``, ``sender``, ``recipient``."""
+
+    __slots__ = ("message", "recipient", "sender")
+
+    def __init__(self, message: Any, sender: ActorRef | None, recipient: ActorRef | None):
+        self.message = message
+        self.sender = sender
+        self.recipient = recipient
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            type(other) is type(self)
+            and other.message == self.message  # type: ignore[attr-defined]
+            and other.sender == self.sender  # type: ignore[attr-defined]
+            and other.recipient == self.recipient  # type: ignore[attr-defined]
+        )
+
+    def __hash__(self) -> int:
+        return hash((type(self), id(self.message), self.recipient))
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.message!r}, {self.sender!r}, {self.recipient!r})"
+
+
+class DeadLetter(_Envelope):
+    """Published when a message could not be delivered."""
+
+    __slots__ = ()
+
+
+class UnhandledMessage(_Envelope):
+    """Published when an actor called ``unhandled`` on a message."""
+
+    __slots__ = ()
+
+
+class HubBlocked:
+    """Published when an actor blocked the gevent hub for ``seconds``."""
+
+    __slots__ = ("actor_path", "seconds", "stack")
+
+    def __init__(self, actor_path: str | None, seconds: float, stack: str):
+        self.actor_path = actor_path
+        self.seconds = seconds
+        self.stack = stack
+
+    def __repr__(self) -> str:
+        return f"HubBlocked({self.actor_path!r}, {self.seconds:.3f})"

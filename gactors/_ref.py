@@ -1,0 +1,276 @@
+"""Actor references: the only handle user code has on an actor.
+
+``LocalActorRef.tell`` is the hot path of the whole framework: it never blocks and
+never switches greenlets. In the hub thread it appends ``(message, sender)`` to the
+cell's mailbox and, when the cell is idle, hands the cell to the dispatcher; from any
+other OS thread it goes through the system's thread-safe inbox instead.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import TYPE_CHECKING, Any, Final
+
+from greenlet import getcurrent
+
+from gactors._dispatch import Worker
+from gactors._future import Future
+from gactors._messages import ActorIdentity, Identify, Status
+from gactors._path import ActorPath
+from gactors._threads import get_ident
+from gactors.exceptions import AskTimeoutError, IllegalStateError, InvalidMessageException
+
+if TYPE_CHECKING:
+    from gactors._cell import ActorCell
+    from gactors._sysmsg import SystemMessage
+    from gactors._system import ActorSystem
+
+__all__ = ["ActorRef", "DeadLettersRef", "LocalActorRef", "PromiseRef"]
+
+
+class _Implicit:
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "<implicit sender>"
+
+
+IMPLICIT: Final = _Implicit()
+_DEFAULT_TIMEOUT: Final = object()
+_NONE_ERROR = "None is not a valid message (use a sentinel object instead)"
+
+
+def current_sender_ref() -> ActorRef | None:
+    """The actor running in the current greenlet, if any (the implicit sender)."""
+    g = getcurrent()
+    return g.ref if type(g) is Worker else None
+
+
+class ActorRef:
+    """An immutable, shareable handle to an actor.
+
+    Equal and hashed by path and incarnation uid: a child re-created under the same
+    name is a different ref.
+    """
+
+    __slots__ = ("__weakref__", "_path", "_system", "_uid")
+
+    def __init__(self, system: ActorSystem, path: ActorPath, uid: int) -> None:
+        self._system = system
+        self._path = path
+        self._uid = uid
+
+    @property
+    def path(self) -> ActorPath:
+        """The actor's :class:`ActorPath`."""
+        return self._path
+
+    @property
+    def name(self) -> str:
+        """The last element of the path."""
+        return self._path.name
+
+    def tell(self, message: Any, sender: ActorRef | None | _Implicit = IMPLICIT) -> None:
+        """Send ``message`` without waiting. Inside an actor the sender defaults to it."""
+        raise NotImplementedError(f"{type(self).__name__} does not implement tell")
+
+    def forward(self, message: Any) -> None:
+        """Inside an actor: tell, keeping the sender of the message being processed."""
+        g = getcurrent()
+        if type(g) is not Worker or g.cell is None:
+            raise IllegalStateError("forward() can only be used inside an actor")
+        self.tell(message, g.cell.sender_or_none)
+
+    def ask(
+        self, message: Any, *, timeout: float | None | object = _DEFAULT_TIMEOUT, block: bool = True
+    ) -> Any:
+        """Send ``message`` and wait for the reply (``block=False``: return a Future).
+
+        A ``Status.Failure(exc)`` reply raises ``exc``; ``Status.Success(v)`` returns
+        ``v``. If the actor raises while processing the message before replying, the ask
+        raises that exception. No reply within ``timeout`` raises :class:`AskTimeoutError`.
+        """
+        system = self._system
+        if message is None:
+            raise InvalidMessageException(_NONE_ERROR)
+        if timeout is _DEFAULT_TIMEOUT:
+            timeout = system.settings.default_ask_timeout
+        elif timeout is not None and (
+            isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0
+        ):
+            raise ValueError(f"ask timeout must be a positive number of seconds, not {timeout!r}")
+        fut: Future[Any] = Future(system._hub, system._tid)
+        promise = PromiseRef(system, fut, self, message)
+        if get_ident() == system._tid:
+            if block:
+                g = getcurrent()
+                if type(g) is Worker and g.ref == self:
+                    raise IllegalStateError(
+                        f"actor {self.path} cannot block asking itself: it would never reply "
+                        "(use ask(..., block=False) or tell)"
+                    )
+            promise._start(timeout)  # type: ignore[arg-type]
+            self.tell(message, promise)
+        else:
+            system._run_in_hub_async(self._ask_from_thread, promise, message, timeout)
+        return fut.get() if block else fut
+
+    def _ask_from_thread(self, promise: PromiseRef, message: Any, timeout: float | None) -> None:
+        promise._start(timeout)
+        self.tell(message, promise)
+
+    def _send_system(self, message: SystemMessage) -> None:
+        """Deliver a system message (ignored by refs that are not actors)."""
+
+    def __eq__(self, other: object) -> bool:
+        if self is other:
+            return True
+        if not isinstance(other, ActorRef):
+            return NotImplemented
+        return self._uid == other._uid and self._path == other._path
+
+    def __hash__(self) -> int:
+        return hash(self._path) ^ self._uid
+
+    def __lt__(self, other: ActorRef) -> bool:
+        return (str(self._path), self._uid) < (str(other._path), other._uid)
+
+    def __repr__(self) -> str:
+        return f"ActorRef({self._path}#{self._uid})"
+
+    def __str__(self) -> str:
+        return str(self._path)
+
+
+class LocalActorRef(ActorRef):
+    """The ref of an actor living in this process."""
+
+    __slots__ = ("_cell",)
+
+    def __init__(self, cell: ActorCell) -> None:
+        ActorRef.__init__(self, cell.system, cell.path, cell.uid)
+        self._cell = cell
+
+    def tell(self, message: Any, sender: ActorRef | None | _Implicit = IMPLICIT) -> None:
+        if message is None:
+            raise InvalidMessageException(_NONE_ERROR)
+        if sender is IMPLICIT:
+            g = getcurrent()
+            sender = g.ref if type(g) is Worker else None
+        cell = self._cell
+        if cell.tid == get_ident():
+            if cell.open:
+                cell.mailbox.append((message, sender))
+                if not cell.scheduled:
+                    cell.dispatcher.schedule(cell)
+            else:
+                cell.enqueue_closed(message, sender)  # type: ignore[arg-type]
+        else:
+            cell.enqueue_foreign(message, sender)  # type: ignore[arg-type]
+
+    def _send_system(self, message: SystemMessage) -> None:
+        self._cell.send_system(message)
+
+
+class DeadLettersRef(ActorRef):
+    """``system.dead_letters``: whatever is told to it is published as a ``DeadLetter``."""
+
+    __slots__ = ()
+
+    def tell(self, message: Any, sender: ActorRef | None | _Implicit = IMPLICIT) -> None:
+        if message is None:
+            raise InvalidMessageException(_NONE_ERROR)
+        if sender is IMPLICIT:
+            sender = current_sender_ref()
+        self._system._dead_letter(message, sender, self)  # type: ignore[arg-type]
+
+    def __repr__(self) -> str:
+        return f"DeadLetters({self._system.name})"
+
+
+_promise_ids = itertools.count(1)
+
+
+class PromiseRef(ActorRef):
+    """The temporary reply-to ref of an ask (also used to watch in graceful_stop).
+
+    The first message told to it completes the future; later ones go to dead letters.
+    """
+
+    __slots__ = ("_future", "_message", "_on_system", "_target", "_timer")
+
+    def __init__(
+        self, system: ActorSystem, future: Future[Any], target: ActorRef | None, message: Any
+    ) -> None:
+        n = next(_promise_ids)
+        ActorRef.__init__(self, system, system._temp_path.child(f"${n}"), n)
+        self._future = future
+        self._target = target
+        self._message = message
+        self._timer: Any = None
+        self._on_system: Any = None
+
+    def _start(self, timeout: float | None) -> None:
+        if timeout is not None and not self._future.done():
+            timer = self._timer = self._system._hub.loop.timer(timeout)
+            timer.start(self._time_out, timeout)
+
+    def _time_out(self, timeout: float) -> None:
+        self._timer = None
+        self._complete_exc(
+            AskTimeoutError(
+                f"ask timed out on {self._target} after {timeout} s "
+                f"(message of type {type(self._message).__name__})"
+            )
+        )
+
+    def _complete(self, value: Any) -> None:
+        if self._future._set_result(value):
+            self._cancel_timer()
+
+    def _complete_exc(self, exc: BaseException) -> None:
+        if self._future._set_exception(exc):
+            self._cancel_timer()
+
+    def _cancel_timer(self) -> None:
+        timer = self._timer
+        if timer is not None:
+            self._timer = None
+            timer.close()
+
+    def tell(self, message: Any, sender: ActorRef | None | _Implicit = IMPLICIT) -> None:
+        if message is None:
+            raise InvalidMessageException(_NONE_ERROR)
+        if get_ident() != self._system._tid:
+            self._system._run_in_hub_async(self.tell, message, sender)
+            return
+        if self._future.done():
+            if sender is IMPLICIT:
+                sender = current_sender_ref()
+            self._system._dead_letter(message, sender, self)  # type: ignore[arg-type]
+            return
+        cls = type(message)
+        if cls is Status.Success:
+            self._complete(message.value)
+        elif cls is Status.Failure:
+            self._complete_exc(message.cause)
+        elif cls is Identify:
+            # Like every actor ref, a promise identifies itself.
+            if sender is IMPLICIT:
+                sender = current_sender_ref()
+            if isinstance(sender, ActorRef):
+                sender.tell(ActorIdentity(message.message_id, self), self)
+        else:
+            self._complete(message)
+
+    def _fail_from_target(self, exc: BaseException) -> None:
+        """The asked actor raised while processing the asked message."""
+        self._complete_exc(exc)
+
+    def _send_system(self, message: SystemMessage) -> None:
+        handler = self._on_system
+        if handler is not None:
+            handler(message)
+
+    def __repr__(self) -> str:
+        return f"PromiseRef({self._path})"

@@ -1,0 +1,141 @@
+"""Settings of an actor system (SPEC section 12).
+
+``ActorSystem(config=...)`` takes a mapping or the path of a TOML file with a
+``[gactors]`` table; with no config, the file named by ``GACTORS_CONFIG`` is read if
+that variable is set. Unknown keys and values of the wrong type raise
+:class:`~gactors.ConfigError` naming the key.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from typing import Any
+
+from gactors.exceptions import ConfigError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on 3.10 only
+    import tomli as tomllib
+
+__all__ = ["Settings", "load_settings"]
+
+ENV_VAR = "GACTORS_CONFIG"
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The effective settings of an actor system. Every field has a documented default."""
+
+    guardian_supervisor_strategy: Any = "default"
+    """The ``/user`` guardian's strategy configurator: a registered name, a
+    ``"package.module:Name"`` path, or the configurator class/object itself."""
+    default_ask_timeout: float = 5.0
+    """Seconds an ``ask`` waits when no timeout is given."""
+    dispatcher_throughput: int = 100
+    """Messages one actor processes before other actors get a turn."""
+    stash_capacity: int | None = None
+    """Most messages a ``Stash`` may hold; ``None`` means unbounded."""
+    log_dead_letters: int = 10
+    """How many dead letters are logged before logging goes quiet (0: none)."""
+    log_dead_letters_during_shutdown: bool = False
+    """Whether dead letters are logged while the system terminates."""
+    debug_lifecycle: bool = False
+    """Log (DEBUG) and publish every actor start, restart and stop."""
+    blocking_threshold: float | None = None
+    """Seconds an actor may block the hub before ``HubBlocked`` is published; None: off."""
+    shutdown_timeout: float = 10.0
+    """Seconds the context manager (and integrations) wait for termination."""
+
+
+def _number(key: str, value: Any, *, allow_none: bool = False, allow_zero: bool = False) -> Any:
+    if value is None and allow_none:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ConfigError(
+            f"setting {key!r} must be a number of seconds{' or None' if allow_none else ''}, "
+            f"not {type(value).__name__} {value!r}"
+        )
+    if value < 0 or (value == 0 and not allow_zero):
+        raise ConfigError(f"setting {key!r} must be {'>= 0' if allow_zero else '> 0'}: {value!r}")
+    return float(value)
+
+
+def _int(key: str, value: Any, minimum: int, *, allow_none: bool = False) -> Any:
+    if value is None and allow_none:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(f"setting {key!r} must be an int, not {type(value).__name__} {value!r}")
+    if value < minimum:
+        raise ConfigError(f"setting {key!r} must be >= {minimum}: {value!r}")
+    return value
+
+
+def _bool(key: str, value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise ConfigError(f"setting {key!r} must be a bool, not {type(value).__name__} {value!r}")
+    return value
+
+
+def _strategy_ref(key: str, value: Any) -> Any:
+    if isinstance(value, str):
+        if not value:
+            raise ConfigError(f"setting {key!r} must not be empty")
+        return value
+    if value is None:
+        raise ConfigError(f"setting {key!r} must name a configurator, not None")
+    return value
+
+
+_VALIDATORS = {
+    "guardian_supervisor_strategy": _strategy_ref,
+    "default_ask_timeout": lambda k, v: _number(k, v),
+    "dispatcher_throughput": lambda k, v: _int(k, v, 1),
+    "stash_capacity": lambda k, v: _int(k, v, 0, allow_none=True),
+    "log_dead_letters": lambda k, v: _int(k, v, 0),
+    "log_dead_letters_during_shutdown": _bool,
+    "debug_lifecycle": _bool,
+    "blocking_threshold": lambda k, v: _number(k, v, allow_none=True),
+    "shutdown_timeout": lambda k, v: _number(k, v, allow_zero=True),
+}
+assert set(_VALIDATORS) == {f.name for f in fields(Settings)}
+
+
+def _read_toml(path: str | os.PathLike[str]) -> Mapping[str, Any]:
+    try:
+        with open(path, "rb") as f:
+            data = tomllib.load(f)
+    except OSError as e:
+        raise ConfigError(f"cannot read config file {os.fspath(path)!r}: {e}") from e
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"config file {os.fspath(path)!r} is not valid TOML: {e}") from e
+    table = data.get("gactors")
+    if not isinstance(table, dict):
+        raise ConfigError(f"config file {os.fspath(path)!r} has no [gactors] table")
+    return table
+
+
+def load_settings(config: Mapping[str, Any] | str | os.PathLike[str] | None) -> Settings:
+    """Validate ``config`` into :class:`Settings` (see the module docstring)."""
+    if config is None:
+        env = os.environ.get(ENV_VAR)
+        config = _read_toml(env) if env else {}
+    elif isinstance(config, (str, os.PathLike)):
+        config = _read_toml(config)
+    elif isinstance(config, Settings):
+        return config
+    elif not isinstance(config, Mapping):
+        raise ConfigError(
+            f"config must be a mapping or the path of a TOML file, not {type(config).__name__}"
+        )
+    values: dict[str, Any] = {}
+    for key, value in config.items():
+        validator = _VALIDATORS.get(key)
+        if validator is None:
+            known = ", ".join(sorted(_VALIDATORS))
+            raise ConfigError(f"unknown setting {key!r} (known settings: {known})")
+        values[key] = validator(key, value)
+    return Settings(**values)

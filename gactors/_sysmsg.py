@@ -1,0 +1,103 @@
+"""System messages: the cell's private control protocol.
+
+They travel through each cell's system queue, which is always drained before the
+user mailbox. Two class flags say which of them wait (are stashed) while the cell
+is suspended after a failure or is waiting for children to stop during a restart,
+exactly as Akka's ``StashWhenFailed`` / ``StashWhenWaitingForChildren``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from gactors._ref import ActorRef
+
+
+class SystemMessage:
+    __slots__ = ()
+    stash_when_failed = False
+    stash_when_waiting = False
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{n}={getattr(self, n)!r}" for n in self.__slots__)
+        return f"{type(self).__name__}({fields})"
+
+
+class Create(SystemMessage):
+    __slots__ = ()
+
+
+class Recreate(SystemMessage):
+    __slots__ = ("cause",)
+    stash_when_waiting = True
+
+    def __init__(self, cause: BaseException):
+        self.cause = cause
+
+
+class Suspend(SystemMessage):
+    __slots__ = ()
+    stash_when_waiting = True
+
+
+class Resume(SystemMessage):
+    __slots__ = ("caused_by_failure",)
+    stash_when_waiting = True
+
+    def __init__(self, caused_by_failure: BaseException | None):
+        self.caused_by_failure = caused_by_failure
+
+
+class Terminate(SystemMessage):
+    __slots__ = ()
+
+
+class Watch(SystemMessage):
+    __slots__ = ("watchee", "watcher")
+
+    def __init__(self, watchee: ActorRef, watcher: ActorRef):
+        self.watchee = watchee
+        self.watcher = watcher
+
+
+class Unwatch(SystemMessage):
+    __slots__ = ("watchee", "watcher")
+
+    def __init__(self, watchee: ActorRef, watcher: ActorRef):
+        self.watchee = watchee
+        self.watcher = watcher
+
+
+class Failed(SystemMessage):
+    """A child reports a failure. ``uid`` and ``seq`` identify the incarnation and the
+    failure, so stale reports are dropped."""
+
+    __slots__ = ("cause", "child", "seq", "uid")
+    stash_when_failed = True
+    stash_when_waiting = True
+
+    def __init__(self, child: ActorRef, cause: BaseException, uid: int, seq: int):
+        self.child = child
+        self.cause = cause
+        self.uid = uid
+        self.seq = seq
+
+
+class DeathWatchNotification(SystemMessage):
+    __slots__ = ("actor", "address_terminated", "existence_confirmed")
+
+    def __init__(self, actor: ActorRef, existence_confirmed: bool, address_terminated: bool = False):
+        self.actor = actor
+        self.existence_confirmed = existence_confirmed
+        self.address_terminated = address_terminated
+
+
+class Run(SystemMessage):
+    """Run a callable inside the cell (used by timers and the scheduler to act as the actor)."""
+
+    __slots__ = ("args", "fn")
+
+    def __init__(self, fn: Any, *args: Any):
+        self.fn = fn
+        self.args = args

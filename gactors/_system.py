@@ -1,0 +1,461 @@
+"""``ActorSystem``: the guardians, the dispatcher, dead letters and shutdown."""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import logging
+import os
+import re
+from collections import deque
+from collections.abc import Mapping
+from typing import Any, Callable, TypeVar
+
+from gevent.hub import get_hub
+
+from gactors import _sysmsg as sm
+from gactors._actor import Actor
+from gactors._cell import ActorCell
+from gactors._dispatch import Dispatcher
+from gactors._eventstream import EventStream, LogEvent
+from gactors._future import Future
+from gactors._messages import ActorIdentity, DeadLetter, Identify, Terminated
+from gactors._path import ActorPath
+from gactors._props import Props
+from gactors._ref import ActorRef, DeadLettersRef, LocalActorRef
+from gactors._settings import Settings, load_settings
+from gactors._supervision import (
+    DefaultSupervisorStrategy,
+    Directive,
+    OneForOneStrategy,
+    StoppingSupervisorStrategy,
+    SupervisorStrategy,
+    SupervisorStrategyConfigurator,
+)
+from gactors._threads import allocate_lock, get_ident
+from gactors.exceptions import (
+    ActorInitializationException,
+    ActorKilledException,
+    ConfigError,
+    IllegalStateError,
+    PluginError,
+)
+
+__all__ = ["ActorSystem"]
+
+_log = logging.getLogger("gactors")
+_SYSTEM_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
+F = TypeVar("F", bound=Callable[..., Any])
+
+BUILTIN_CONFIGURATORS: dict[str, type[SupervisorStrategyConfigurator]] = {
+    "default": DefaultSupervisorStrategy,
+    "stopping": StoppingSupervisorStrategy,
+}
+
+
+def resolve_configurator(value: Any) -> SupervisorStrategyConfigurator:
+    """Turn the ``guardian_supervisor_strategy`` setting into a configurator instance."""
+    obj: Any = value
+    if isinstance(value, str):
+        if ":" in value:
+            module, _, attr = value.partition(":")
+            try:
+                obj = getattr(importlib.import_module(module), attr)
+            except (ImportError, AttributeError) as e:
+                raise PluginError(f"cannot import configurator {value!r}: {e}") from e
+        else:
+            obj = _lookup_configurator_name(value)
+    if isinstance(obj, type):
+        obj = obj()
+    if not callable(getattr(obj, "create", None)):
+        raise ConfigError(
+            f"setting 'guardian_supervisor_strategy': {value!r} is not a "
+            "SupervisorStrategyConfigurator (it has no create() method)"
+        )
+    return obj  # type: ignore[no-any-return]
+
+
+def _lookup_configurator_name(name: str) -> Any:
+    try:
+        from gactors import plugins
+    except ImportError:  # pragma: no cover - the plugin registry is optional here
+        plugins = None  # type: ignore[assignment]
+    if plugins is not None:
+        return plugins.get_configurator(name)
+    try:
+        return BUILTIN_CONFIGURATORS[name]
+    except KeyError:
+        known = ", ".join(sorted(BUILTIN_CONFIGURATORS))
+        raise PluginError(f"unknown configurator {name!r} (known: {known})") from None
+
+
+def _in_hub_thread(method: F) -> F:
+    """Carry a call made from a foreign OS thread over to the system's hub thread."""
+
+    @functools.wraps(method)
+    def wrapper(self: ActorSystem, *args: Any, **kwargs: Any) -> Any:
+        if get_ident() == self._tid:
+            return method(self, *args, **kwargs)
+        return self._run_in_hub(method, self, *args, **kwargs)
+
+    return wrapper  # type: ignore[return-value]
+
+
+# -- the guardians ---------------------------------------------------------------------------
+
+
+def _stop_anything(exc: BaseException) -> Directive:
+    return Directive.STOP
+
+
+class _RootGuardian(Actor):
+    supervisor_strategy = OneForOneStrategy(_stop_anything)
+
+    def receive(self, message: Any) -> None:
+        if type(message) is Terminated:
+            # /system is gone: every actor has stopped.
+            self.context.stop(self.ref)
+        else:
+            self.unhandled(message)
+
+
+class _UserGuardian(Actor):
+    def __init__(self, strategy: SupervisorStrategy) -> None:
+        self._strategy = strategy
+
+    @property  # type: ignore[override]
+    def supervisor_strategy(self) -> SupervisorStrategy:
+        return self._strategy
+
+    def receive(self, message: Any) -> None:
+        self.unhandled(message)
+
+
+def _system_guardian_decider(exc: BaseException) -> Directive:
+    if isinstance(exc, (ActorInitializationException, ActorKilledException)):
+        return Directive.STOP
+    if isinstance(exc, Exception):
+        return Directive.RESTART
+    return Directive.ESCALATE
+
+
+class _SystemGuardian(Actor):
+    supervisor_strategy = OneForOneStrategy(_system_guardian_decider)
+
+    def receive(self, message: Any) -> None:
+        if type(message) is Terminated:
+            # /user is gone: the framework's own actors may stop now.
+            self.context.stop(self.ref)
+        else:
+            self.unhandled(message)
+
+
+class _TheOneWhoWalksTheBubbles(ActorRef):
+    """The synthetic parent of the root guardian, outside the tree."""
+
+    __slots__ = ()
+
+    def tell(self, message: Any, sender: Any = None) -> None:
+        self._system._dead_letter(message, None, self)
+
+    def _send_system(self, message: sm.SystemMessage) -> None:
+        system = self._system
+        if type(message) is sm.Failed:
+            system._publish_log(
+                logging.ERROR,
+                str(message.child.path),
+                f"root guardian failed, shutting down: {type(message.cause).__name__}: "
+                f"{message.cause}",
+                message.cause,
+            )
+            message.child._send_system(sm.Terminate())
+        elif type(message) is sm.DeathWatchNotification:
+            system._root_terminated()
+
+    def __repr__(self) -> str:
+        return "<bubble-walker>"
+
+
+# -- the system ------------------------------------------------------------------------------
+
+
+class ActorSystem:
+    """A hierarchy of actors living in the calling thread's gevent hub.
+
+    ``ActorSystem(name="default", config=None)`` starts at once. Use it as a context
+    manager to terminate it (and wait) on leaving the block.
+    """
+
+    def __init__(
+        self, name: str = "default", config: Mapping[str, Any] | str | os.PathLike[str] | None = None
+    ) -> None:
+        if not isinstance(name, str) or not _SYSTEM_NAME_RE.fullmatch(name):
+            raise ValueError(
+                f"invalid actor system name {name!r}: use ASCII letters, digits, '-' and '_', "
+                "starting with a letter or digit"
+            )
+        self.name = name
+        self.settings: Settings = load_settings(config)
+        configurator = resolve_configurator(self.settings.guardian_supervisor_strategy)
+        self._hub = get_hub()
+        self._tid = get_ident()
+        self._pid = os.getpid()
+        self._dispatcher = Dispatcher(self._hub, self.settings.dispatcher_throughput, self._on_fatal)
+        self._calls: deque[tuple[Callable[..., Any], tuple[Any, ...]]] = deque()
+        self._woken: deque[ActorCell] = deque()
+        self._async = self._hub.loop.async_()
+        self._async.start(self._on_async)
+        self._terminating = False
+        self._termination_hooks: list[Callable[[], Any]] = []
+        self._dead_letter_count = 0
+        self._log_filters: list[Callable[[LogEvent], bool]] = []
+        self.when_terminated: Future[None] = Future(self._hub, self._tid)
+        self.event_stream = EventStream(self)
+        self.log = logging.LoggerAdapter(logging.getLogger("gactors.system"), {"actor_path": name})
+
+        root_path = ActorPath(name)
+        self._temp_path = root_path.child("temp")
+        self.dead_letters: ActorRef = DeadLettersRef(self, root_path.child("deadLetters"), 0)
+        bubble = _TheOneWhoWalksTheBubbles(self, root_path.child("bubble-walker"), 0)
+        root = self._root = ActorCell(self, Props(_RootGuardian), root_path, bubble, None)
+        root.send_system(sm.Create())
+        user = root.attach_child(Props(_UserGuardian, configurator.create()), "user", system_name=True)
+        sysg = root.attach_child(Props(_SystemGuardian), "system", system_name=True)
+        self._user_cell: ActorCell = user._cell  # type: ignore[attr-defined]
+        self._system_cell: ActorCell = sysg._cell  # type: ignore[attr-defined]
+        # /system outlives /user; the root outlives /system.
+        self._system_cell.watch(user, None)
+        root.watch(sysg, None)
+        _log.debug("actor system %r started", name)
+
+    # -- public API ----------------------------------------------------------------------------
+    @_in_hub_thread
+    def actor_of(self, props: Props, name: str | None = None) -> ActorRef:
+        """Create a top-level actor under ``/user``; returns its ref at once."""
+        self._check_alive("actor_of")
+        return self._user_cell.attach_child(props, name)
+
+    @_in_hub_thread
+    def stop(self, ref: ActorRef) -> None:
+        """Stop ``ref`` (its current message finishes; the rest goes to dead letters)."""
+        if not isinstance(ref, ActorRef):
+            raise TypeError(f"stop() needs an ActorRef, not {type(ref).__name__}")
+        cell = getattr(ref, "_cell", None)
+        if cell is not None and cell.parent_cell is self._user_cell:
+            self._user_cell.stop_ref(ref)
+        else:
+            ref._send_system(sm.Terminate())
+
+    @_in_hub_thread
+    def terminate(self) -> Future[None]:
+        """Stop every actor, then the system. Idempotent; returns ``when_terminated``."""
+        if not self._terminating:
+            self._terminating = True
+            _log.debug("actor system %r terminating", self.name)
+            self._root.stop_ref(self._user_cell.ref)
+        return self.when_terminated
+
+    def await_termination(self, timeout: float | None = None) -> bool:
+        """Wait until the system terminated; False if ``timeout`` passed first."""
+        try:
+            self.when_terminated.get(timeout)
+        except TimeoutError:
+            return False
+        return True
+
+    @property
+    def is_terminated(self) -> bool:
+        """True once every actor has stopped and the termination hooks ran."""
+        return self.when_terminated.done()
+
+    @_in_hub_thread
+    def register_on_termination(self, fn: Callable[[], Any]) -> None:
+        """Run ``fn()`` after every actor has stopped (in reverse order of registration)."""
+        if not callable(fn):
+            raise TypeError(f"register_on_termination needs a callable, not {type(fn).__name__}")
+        if self.is_terminated:
+            raise IllegalStateError(f"actor system {self.name!r} is already terminated")
+        self._termination_hooks.append(fn)
+
+    @_in_hub_thread
+    def lookup(self, path: ActorPath | str) -> ActorRef | None:
+        """The live actor at ``path`` (an ActorPath, ``gactors://<sys>/user/a`` or
+        ``/user/a``), or None."""
+        if isinstance(path, ActorPath):
+            if path.system_name != self.name:
+                return None
+            elements = path.elements
+        else:
+            elements = ActorPath.parse(path, self.name).elements
+        cell = self._root
+        for element in elements:
+            stats = cell.children_stats.get(element)
+            if stats is None:
+                return None
+            cell = stats.cell
+        return None if cell.dead else cell.ref
+
+    @_in_hub_thread
+    def tree(self) -> str:
+        """The live hierarchy: path, state, mailbox depth and restart count per actor."""
+        lines: list[str] = []
+
+        def walk(cell: ActorCell, depth: int) -> None:
+            label = "/" if depth == 0 else cell.path.name
+            lines.append(
+                f"{'  ' * depth}{label}  [{cell.state_name}] mailbox={len(cell.mailbox)} "
+                f"restarts={cell.restarts}"
+            )
+            for stats in list(cell.children_stats.values()):
+                walk(stats.cell, depth + 1)
+
+        walk(self._root, 0)
+        return "\n".join(lines)
+
+    def __enter__(self) -> ActorSystem:
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.terminate()
+        timeout = self.settings.shutdown_timeout
+        if not self.await_termination(timeout):
+            _log.error(
+                "actor system %r did not terminate within %s s; still alive:\n%s",
+                self.name,
+                timeout,
+                self.tree(),
+            )
+
+    def __repr__(self) -> str:
+        state = "terminated" if self.is_terminated else "running"
+        return f"<ActorSystem {self.name!r} {state}>"
+
+    # -- internals used across the package --------------------------------------------------------
+    def _check_alive(self, what: str) -> None:
+        if self._terminating or self.is_terminated or self._user_cell.dead:
+            raise IllegalStateError(
+                f"actor system {self.name!r} is terminated or terminating: cannot {what}"
+            )
+
+    def _root_terminated(self) -> None:
+        self._terminating = True
+        for fn in reversed(self._termination_hooks):
+            try:
+                fn()
+            except Exception:
+                _log.exception("termination hook %r of %r failed", fn, self.name)
+        self._termination_hooks.clear()
+        self._async.ref = False  # the system no longer keeps the hub alive
+        _log.debug("actor system %r terminated", self.name)
+        self.when_terminated._set_result(None)
+
+    def _on_fatal(self, cell: ActorCell, exc: BaseException) -> None:
+        _log.critical(
+            "%s in actor %s: terminating actor system %r", type(exc).__name__, cell.path, self.name
+        )
+        self.terminate()
+
+    def _dead_letter(self, message: Any, sender: ActorRef | None, recipient: ActorRef) -> None:
+        if type(message) is Identify:
+            if sender is not None:
+                sender.tell(ActorIdentity(message.message_id, None), None)
+            return
+        if type(message) is DeadLetter:
+            return
+        self.event_stream.publish(DeadLetter(message, sender, recipient))
+        limit = self.settings.log_dead_letters
+        count = self._dead_letter_count
+        if count >= limit:
+            return
+        if self._terminating and not self.settings.log_dead_letters_during_shutdown:
+            return
+        self._dead_letter_count = count = count + 1
+        quiet = (
+            ", no more dead letters will be logged (setting log_dead_letters)"
+            if count == limit
+            else ""
+        )
+        self._publish_log(
+            logging.INFO,
+            str(recipient.path),
+            f"message [{type(message).__name__}] from {sender} to {recipient.path} was not "
+            f"delivered. [{count}] dead letters encountered{quiet}.",
+            category="deadletters",
+        )
+
+    def _publish_log(
+        self,
+        level: int,
+        source: str,
+        message: str,
+        cause: BaseException | None = None,
+        logger_class: type | None = None,
+        *,
+        category: str = "supervision",
+    ) -> None:
+        event = LogEvent(level, source, message, cause, logger_class)
+        for f in self._log_filters:
+            if f(event):
+                return
+        self.event_stream.publish(event)
+        logger = logging.getLogger(f"gactors.{category}")
+        if logger.isEnabledFor(level):
+            exc_info = (
+                (type(cause), cause, cause.__traceback__)
+                if cause is not None and level >= logging.ERROR
+                else None
+            )
+            logger.log(level, "[%s] %s", source, message, exc_info=exc_info, extra={"actor_path": source})
+
+    # -- threads --------------------------------------------------------------------------------
+    def _on_async(self) -> None:
+        woken = self._woken
+        schedule = self._dispatcher.schedule
+        while woken:
+            cell = woken.popleft()
+            if cell.dead:
+                cell.drain_to_dead_letters()
+            elif not cell.scheduled and cell.has_work():
+                schedule(cell)
+        calls = self._calls
+        while calls:
+            fn, args = calls.popleft()
+            try:
+                fn(*args)
+            except Exception:
+                _log.exception("call %r carried to the hub thread failed", fn)
+
+    def _wake_from_thread(self, cell: ActorCell) -> None:
+        self._woken.append(cell)
+        self._async.send()
+
+    def _run_in_hub_async(self, fn: Callable[..., Any], *args: Any) -> None:
+        """Run ``fn(*args)`` in the hub thread soon (safe from any thread)."""
+        self._calls.append((fn, args))
+        self._async.send()
+
+    def _run_in_hub(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Run ``fn`` in the hub thread and wait for its result (from a foreign thread)."""
+        lock = allocate_lock()
+        lock.acquire()
+        box: list[tuple[bool, Any]] = []
+
+        def call() -> None:
+            try:
+                box.append((True, fn(*args, **kwargs)))
+            except BaseException as e:
+                box.append((False, e))
+            finally:
+                lock.release()
+
+        self._run_in_hub_async(call)
+        if not lock.acquire(True, 60.0):
+            raise IllegalStateError(
+                f"the hub thread of actor system {self.name!r} did not run the call within 60 s "
+                "(is its thread blocked outside gevent?)"
+            )
+        ok, value = box[0]
+        if ok:
+            return value
+        raise value
+

@@ -1,0 +1,120 @@
+"""Every exception gactors raises.
+
+All of them subclass :class:`GactorsError` (itself an :class:`Exception`), so
+``except gactors.GactorsError`` catches anything the framework signals.
+:class:`AskTimeoutError` is also a :class:`TimeoutError`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from gactors._ref import ActorRef
+
+__all__ = [
+    "ActorInitializationException",
+    "ActorKilledException",
+    "AskTimeoutError",
+    "ConfigError",
+    "DeathPactException",
+    "GactorsError",
+    "IllegalStateError",
+    "InvalidActorNameException",
+    "InvalidMessageException",
+    "PluginError",
+    "PostRestartException",
+    "PreRestartException",
+    "StashOverflowException",
+]
+
+
+class GactorsError(Exception):
+    """Base class of every gactors exception."""
+
+
+class ActorInitializationException(GactorsError):
+    """An actor failed in its constructor or ``pre_start``.
+
+    The message is prefixed with the actor's path; the original exception is the
+    ``__cause__``. The default decider stops such an actor.
+    """
+
+    def __init__(self, actor: ActorRef | None, message: str, cause: BaseException | None = None):
+        prefix = f"{actor.path}: " if actor is not None else ""
+        super().__init__(prefix + message)
+        self.actor = actor
+        if cause is not None:
+            self.__cause__ = cause
+
+
+class PreRestartException(ActorInitializationException):
+    """``pre_restart`` raised; logged, and the restart goes on."""
+
+    def __init__(
+        self,
+        actor: ActorRef | None,
+        cause: BaseException,
+        original_cause: BaseException,
+        message_being_processed: Any = None,
+    ):
+        super().__init__(
+            actor,
+            f"exception in pre_restart({type(original_cause).__name__}, "
+            f"{message_being_processed!r}): {cause}",
+            cause,
+        )
+        self.original_cause = original_cause
+        self.message_being_processed = message_being_processed
+
+
+class PostRestartException(ActorInitializationException):
+    """The fresh instance failed in its constructor or ``post_restart``."""
+
+    def __init__(self, actor: ActorRef | None, cause: BaseException, original_cause: BaseException):
+        super().__init__(
+            actor,
+            f"exception post restart ({type(original_cause).__name__}): {cause}",
+            cause,
+        )
+        self.original_cause = original_cause
+
+
+class ActorKilledException(GactorsError):
+    """Raised inside an actor that processes :data:`gactors.Kill`."""
+
+
+class DeathPactException(GactorsError):
+    """An actor did not handle the ``Terminated`` of an actor it watched."""
+
+    def __init__(self, dead: ActorRef):
+        super().__init__(f"monitored actor {dead} terminated")
+        self.dead = dead
+
+
+class InvalidActorNameException(GactorsError):
+    """An actor name is malformed or already taken by a live sibling."""
+
+
+class InvalidMessageException(GactorsError):
+    """A message that cannot be sent, such as ``None``."""
+
+
+class AskTimeoutError(GactorsError, TimeoutError):
+    """No reply arrived within the ask's timeout."""
+
+
+class IllegalStateError(GactorsError):
+    """An operation that is not allowed in the current state."""
+
+
+class StashOverflowException(GactorsError):
+    """The stash is over its capacity."""
+
+
+class ConfigError(GactorsError):
+    """A setting is unknown or has a value of the wrong type."""
+
+
+class PluginError(GactorsError):
+    """A plugin is unknown, fails verification, or could not be loaded."""

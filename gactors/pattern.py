@@ -1,0 +1,77 @@
+"""Patterns on top of ``tell``: ask, pipe_to, graceful_stop."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gactors import _sysmsg as sm
+from gactors._future import Future
+from gactors._messages import PoisonPill, Status
+from gactors._ref import ActorRef, PromiseRef
+from gactors._threads import get_ident
+from gactors.exceptions import AskTimeoutError
+
+__all__ = ["ask", "graceful_stop", "pipe_to"]
+
+
+def ask(ref: ActorRef, message: Any, timeout: float | None = None) -> Future[Any]:
+    """Send ``message`` to ``ref``; return a :class:`~gactors.Future` of the reply.
+
+    ``timeout=None`` uses the system's ``default_ask_timeout``.
+    """
+    if not isinstance(ref, ActorRef):
+        raise TypeError(f"ask() needs an ActorRef, not {type(ref).__name__}")
+    if timeout is None:
+        return ref.ask(message, block=False)  # type: ignore[no-any-return]
+    return ref.ask(message, timeout=timeout, block=False)  # type: ignore[no-any-return]
+
+
+def pipe_to(future: Future[Any], ref: ActorRef, sender: ActorRef | None = None) -> Future[Any]:
+    """When ``future`` completes, tell its value to ``ref`` (a failure as
+    ``Status.Failure(exc)``). Returns ``future``."""
+    if not isinstance(future, Future):
+        raise TypeError(f"pipe_to() needs a gactors.Future, not {type(future).__name__}")
+    if not isinstance(ref, ActorRef):
+        raise TypeError(f"pipe_to() needs an ActorRef target, not {type(ref).__name__}")
+
+    def deliver(f: Future[Any]) -> None:
+        exc = f.exception(0)
+        ref.tell(Status.Failure(exc) if exc is not None else f.get(0), sender)
+
+    future.add_done_callback(deliver)
+    return future
+
+
+def graceful_stop(
+    ref: ActorRef, timeout: float, stop_message: Any = PoisonPill
+) -> Future[bool]:
+    """Tell ``ref`` ``stop_message`` and return a Future that resolves to True once it
+    terminated, or fails with :class:`AskTimeoutError` if it did not within ``timeout``."""
+    if not isinstance(ref, ActorRef):
+        raise TypeError(f"graceful_stop() needs an ActorRef, not {type(ref).__name__}")
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
+        raise ValueError(f"timeout must be a positive number of seconds, not {timeout!r}")
+    system = ref._system
+    fut: Future[bool] = Future(system._hub, system._tid)
+    watcher = PromiseRef(system, fut, ref, stop_message)
+
+    def on_system(msg: sm.SystemMessage) -> None:
+        if type(msg) is sm.DeathWatchNotification and msg.actor == ref:
+            watcher._complete(True)
+
+    watcher._on_system = on_system
+
+    def start() -> None:
+        watcher._timer = timer = system._hub.loop.timer(timeout)
+        timer.start(
+            watcher._complete_exc,
+            AskTimeoutError(f"{ref.path} did not stop within {timeout} s"),
+        )
+        ref._send_system(sm.Watch(ref, watcher))
+        ref.tell(stop_message, None)
+
+    if get_ident() == system._tid:
+        start()
+    else:
+        system._run_in_hub_async(start)
+    return fut
