@@ -120,7 +120,7 @@ def make_decider(decider: DeciderLike) -> Decider:
 class ChildRestartStats:
     """Per-child bookkeeping of a supervisor: the child and its restart window."""
 
-    __slots__ = ("cell", "child", "restart_count", "uid", "window_start")
+    __slots__ = ("cell", "child", "restart_count", "settled_seq", "uid", "window_start")
 
     def __init__(self, child: ActorRef, cell: Any) -> None:
         self.child = child
@@ -128,6 +128,9 @@ class ChildRestartStats:
         self.uid = child._uid
         self.restart_count = 0
         self.window_start: float | None = None
+        # Failure reports up to this sequence number were settled by a restart of the
+        # supervisor itself (the child was restarted as a survivor): not decided again.
+        self.settled_seq = 0
 
     def request_restart_permission(self, max_retries: int | None, within: float | None) -> bool:
         """Count one restart; False when it goes over the limit."""

@@ -118,6 +118,11 @@ class FaultHandling(CellState):
         self.check_receive_timeout()
         self.lifecycle_debug("restarted")
         for child in survivors:
+            stats = self.stats_for(child)
+            if stats is not None:
+                # A failure this child reported before now (waiting in our stash) is
+                # settled by this restart: it must not be decided on again (SPEC 6.2).
+                stats.settled_seq = stats.cell.failure_seq
             child._send_system(sm.Recreate(cause))
 
     def fault_create(self) -> None:
@@ -242,7 +247,11 @@ class FaultHandling(CellState):
             )
             return
         child_cell = stats.cell
-        if child_cell.failed is None or child_cell.failure_seq != f.seq:
+        if (
+            child_cell.failed is None
+            or child_cell.failure_seq != f.seq
+            or f.seq <= stats.settled_seq
+        ):
             # Already settled by a restart of this actor: the child was suspended once
             # more for this failure than it has been resumed, so balance it.
             child._send_system(sm.Resume(None))
