@@ -258,6 +258,8 @@ class ActorCell(Children, DeathWatch, FaultHandling, ReceiveTimeout):
 
     # -- slow paths of tell ---------------------------------------------------------------------
     def enqueue_closed(self, message: Any, sender: ActorRef | None) -> None:
+        if self.system._forked:
+            raise self.system._fork_error()
         if self.dead:
             self.system._dead_letter(message, sender, self.ref)
             return
@@ -271,6 +273,8 @@ class ActorCell(Children, DeathWatch, FaultHandling, ReceiveTimeout):
 
     def enqueue_foreign(self, message: Any, sender: ActorRef | None) -> None:
         """tell() from another OS thread: the hub thread finishes the job."""
+        if self.system._forked:
+            raise self.system._fork_error()
         if self.dead:
             self.system._run_in_hub_async(self.system._dead_letter, message, sender, self.ref)
             return

@@ -93,6 +93,8 @@ class ActorRef:
         system = self._system
         if message is None:
             raise InvalidMessageException(_NONE_ERROR)
+        if system._forked:
+            raise system._fork_error()
         if timeout is _DEFAULT_TIMEOUT:
             timeout = system.settings.default_ask_timeout
         elif timeout is not None and (

@@ -7,6 +7,7 @@ import importlib
 import logging
 import os
 import re
+import weakref
 from collections import deque
 from collections.abc import Mapping
 from typing import Any, Callable, TypeVar
@@ -94,11 +95,27 @@ def _in_hub_thread(method: F) -> F:
 
     @functools.wraps(method)
     def wrapper(self: ActorSystem, *args: Any, **kwargs: Any) -> Any:
+        if self._forked:
+            raise self._fork_error()
         if get_ident() == self._tid:
             return method(self, *args, **kwargs)
         return self._run_in_hub(method, self, *args, **kwargs)
 
     return wrapper  # type: ignore[return-value]
+
+
+# -- fork detection ----------------------------------------------------------------------------
+
+_live_systems: weakref.WeakSet[ActorSystem] = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    for system in list(_live_systems):
+        system._mark_forked()
+
+
+if hasattr(os, "register_at_fork"):  # not on Windows
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 # -- the guardians ---------------------------------------------------------------------------
@@ -200,6 +217,7 @@ class ActorSystem:
         self._hub = get_hub()
         self._tid = get_ident()
         self._pid = os.getpid()
+        self._forked = False
         self._dispatcher = Dispatcher(self._hub, self.settings.dispatcher_throughput, self._on_fatal)
         self._calls: deque[tuple[Callable[..., Any], tuple[Any, ...]]] = deque()
         self._woken: deque[ActorCell] = deque()
@@ -226,6 +244,11 @@ class ActorSystem:
         # /system outlives /user; the root outlives /system.
         self._system_cell.watch(user, None)
         root.watch(sysg, None)
+        _live_systems.add(self)
+        if self.settings.blocking_threshold is not None:
+            from gactors._monitor import start_monitoring
+
+            start_monitoring(self)
         _log.debug("actor system %r started", name)
 
     # -- public API ----------------------------------------------------------------------------
@@ -257,6 +280,8 @@ class ActorSystem:
 
     def await_termination(self, timeout: float | None = None) -> bool:
         """Wait until the system terminated; False if ``timeout`` passed first."""
+        if self._forked:
+            raise self._fork_error()
         try:
             self.when_terminated.get(timeout)
         except TimeoutError:
@@ -266,6 +291,8 @@ class ActorSystem:
     @property
     def is_terminated(self) -> bool:
         """True once every actor has stopped and the termination hooks ran."""
+        if self._forked:
+            raise self._fork_error()
         return self.when_terminated.done()
 
     @_in_hub_thread
@@ -336,6 +363,29 @@ class ActorSystem:
             raise IllegalStateError(
                 f"actor system {self.name!r} is terminated or terminating: cannot {what}"
             )
+
+    def _fork_error(self) -> IllegalStateError:
+        return IllegalStateError(
+            f"actor system {self.name!r} was created before os.fork() (in process {self._pid}) "
+            f"and cannot be used in the child process {os.getpid()}: create the actor system "
+            "after the fork (with gunicorn, in post_worker_init: see gactors.contrib.gunicorn)"
+        )
+
+    def _mark_forked(self) -> None:
+        """In the child of ``os.fork()``: make every use of this system raise."""
+        self._forked = True
+        # Nothing of the parent's runs in the child: workers find no work, and closing
+        # every mailbox sends tell() to the slow path, which raises.
+        self._dispatcher._ready.clear()
+        cells = [self._root]
+        while cells:
+            cell = cells.pop()
+            cell.open = False
+            cells.extend(stats.cell for stats in cell.children_stats.values())
+        try:
+            self._async.ref = False  # the parent's system must not keep the child's hub alive
+        except Exception:  # pragma: no cover - depends on the loop's state after fork
+            pass
 
     def _root_terminated(self) -> None:
         self._terminating = True

@@ -1,0 +1,301 @@
+"""Hub-blocking detection: the ``blocking_threshold`` setting and ``HubBlocked``.
+
+An actor that calls blocking code gevent has not patched (a C extension doing I/O,
+``time.sleep`` taken from before ``patch_all()``, a busy loop) holds the whole hub:
+no other actor, request or timer of that thread runs meanwhile. This module makes
+that visible, naming the actor.
+
+How it works, and why it is shaped like this:
+
+* gevent already has the machinery: a per-hub *monitoring thread* (a real OS thread)
+  that wakes every ``gevent.config.max_blocking_time`` seconds and, with a greenlet
+  trace function installed in the hub's thread, notices when no greenlet switch
+  happened during a whole period. It then notifies a ``gevent.events.EventLoopBlocked``
+  event (through ``zope.event``) naming the greenlet that was running. We start that
+  thread for the hub of every system with a ``blocking_threshold`` (and stop it again
+  when the last such system on that hub terminates, if we were the ones who started
+  it), and set ``max_blocking_time`` to the smallest live threshold.
+* The greenlet of the event is a dispatcher :class:`~gactors._dispatch.Worker` whose
+  ``cell`` is the actor being run. ``current_cell()`` would not help: the event is
+  notified in the monitoring thread.
+* gevent reports again every period while the hub stays blocked. Consecutive reports
+  for the same greenlet running the same actor are one *episode*: its warning is logged
+  once, at once, from the monitoring thread (the hub thread is blocked, and for a hub
+  that stays blocked forever that log line is the only sign of life). The episode
+  ends when the hub runs again: an unreferenced async watcher, poked at the first
+  report, fires then, and the ``HubBlocked`` event is published in the hub's thread
+  with the episode's total duration (subscribers run in the hub's thread anyway, so
+  publishing any earlier would not reach them any sooner).
+* ``seconds`` is a lower bound: gevent only knows that no switch happened during the
+  last whole period, so the start of an episode is taken as one period before its
+  first report.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import traceback
+import warnings
+from time import perf_counter
+from types import FrameType
+from typing import TYPE_CHECKING, Any
+
+import gevent
+from gevent.events import EventLoopBlocked, subscribers
+from greenlet import getcurrent
+
+from gactors._cell import ActorCell
+from gactors._dispatch import Worker
+from gactors._messages import HubBlocked
+from gactors._threads import allocate_lock, get_ident
+
+if TYPE_CHECKING:
+    from gevent.hub import Hub
+
+    from gactors._system import ActorSystem
+
+__all__ = ["is_monitoring", "start_monitoring", "stop_monitoring"]
+
+_log = logging.getLogger("gactors.hub")
+
+_RUN_BATCH_CODE = ActorCell.run_batch.__code__
+_PRINT_ENV = "GEVENT_MONITOR_PRINT_BLOCKING_REPORTS"
+_EPSILON = 1e-6
+
+# Process-wide state, guarded by _lock (a real lock: the monitoring threads read it).
+_lock = allocate_lock()
+_watches: dict[int, _HubWatch] = {}
+_saved_config: dict[str, Any] | None = None
+_subscribed = False
+
+
+class _Episode:
+    """One continuous block of the hub by one greenlet running one actor (or none)."""
+
+    __slots__ = ("cell", "end", "greenlet", "logged", "stack", "start")
+
+    def __init__(self, greenlet: Any, cell: ActorCell | None, start: float, stack: str) -> None:
+        self.greenlet = greenlet
+        self.cell = cell
+        self.start = start
+        self.end: float | None = None
+        self.stack = stack
+        self.logged: set[ActorSystem] = set()
+
+
+class _HubWatch:
+    """The monitored systems of one hub, and the episode in progress on it."""
+
+    def __init__(self, hub: Hub) -> None:
+        self.hub = hub
+        self.tid: int = hub.thread_ident
+        self.systems: dict[ActorSystem, float] = {}
+        self.episode: _Episode | None = None
+        self.finished: list[_Episode] = []
+        self.thread: Any = None
+        self.owns_thread = False
+        # Fires in the hub's thread once the hub runs again: the episode is over. It
+        # must not keep the hub alive by itself.
+        self.async_ = hub.loop.async_()
+        self.async_.ref = False
+        self.async_.start(self._hub_ran)
+
+    # -- hub thread -------------------------------------------------------------------------
+    def ensure_thread(self) -> None:
+        hub = self.hub
+        if hub.periodic_monitoring_thread is None:
+            config = gevent.config
+            enabled = bool(config.monitor_thread)
+            config.monitor_thread = True
+            try:
+                with warnings.catch_warnings():
+                    # Memory monitoring needs psutil; we did not ask for it.
+                    warnings.filterwarnings("ignore", message="Unable to monitor memory usage")
+                    hub.start_periodic_monitoring_thread()
+            finally:
+                config.monitor_thread = enabled
+            # If the application enabled gevent's monitor itself, the thread is theirs.
+            self.owns_thread = not enabled
+        self.thread = hub.periodic_monitoring_thread
+
+    def close(self) -> None:
+        self.async_.stop()
+        self.async_.close()
+        hub = self.hub
+        if self.owns_thread and self.thread is not None:
+            self.thread.kill()  # uninstalls the greenlet tracer: must run in the hub thread
+            if hub.periodic_monitoring_thread is self.thread:
+                hub.periodic_monitoring_thread = None
+        self.thread = None
+
+    def _hub_ran(self) -> None:
+        now = perf_counter()
+        with _lock:
+            ep = self.episode
+            if ep is not None:
+                self.episode = None
+                ep.end = now
+                self.finished.append(ep)
+            done, self.finished = self.finished, []
+            systems = dict(self.systems)
+        for ep in done:
+            assert ep.end is not None
+            seconds = max(ep.end - ep.start, 0.0)
+            path = str(ep.cell.path) if ep.cell is not None else None
+            for system, threshold in systems.items():
+                if system not in ep.logged:
+                    if seconds + _EPSILON < threshold:
+                        continue
+                    # Reached the threshold between two reports of the monitor.
+                    _warn(system, ep, seconds, threshold)
+                system.event_stream.publish(HubBlocked(path, seconds, ep.stack))
+
+    # -- monitoring thread ------------------------------------------------------------------
+    def blocked(self, greenlet: Any, period: float) -> None:
+        now = perf_counter()
+        cell = greenlet.cell if type(greenlet) is Worker else None
+        due: list[tuple[ActorSystem, float]] = []
+        with _lock:
+            ep = self.episode
+            if ep is not None and (ep.greenlet is not greenlet or ep.cell is not cell):
+                # The same worker went on to another actor without the hub running.
+                ep.end = now - period
+                self.finished.append(ep)
+                ep = None
+            if ep is None:
+                ep = self.episode = _Episode(greenlet, cell, now - period, _stack(self.tid))
+            elapsed = now - ep.start
+            for system, threshold in self.systems.items():
+                if system not in ep.logged and elapsed + _EPSILON >= threshold:
+                    ep.logged.add(system)
+                    due.append((system, threshold))
+        for system, threshold in due:
+            _warn(system, ep, elapsed, threshold)
+        self.async_.send()
+
+
+def _warn(system: ActorSystem, ep: _Episode, seconds: float, threshold: float) -> None:
+    if ep.cell is not None:
+        source = str(ep.cell.path)
+        who = f"actor {source}"
+    else:
+        source = "gevent-hub"
+        who = f"greenlet {ep.greenlet!r} (outside any actor)"
+    system._publish_log(
+        logging.WARNING,
+        source,
+        f"{who} has blocked the gevent hub for {seconds:.3f} s (blocking_threshold "
+        f"{threshold} s): no other greenlet of this thread runs meanwhile; is it calling "
+        f"blocking code that gevent did not patch? Stack:\n{ep.stack}",
+        category="hub",
+    )
+
+
+def _stack(tid: int) -> str:
+    """The stack of the blocked hub thread, from the actor's code down (monitor thread)."""
+    frame: FrameType | None = sys._current_frames().get(tid)
+    frames: list[FrameType] = []
+    try:
+        while frame is not None:
+            if frame.f_code is _RUN_BATCH_CODE:
+                break  # what is above is the dispatcher: not interesting
+            frames.append(frame)
+            frame = frame.f_back
+        frames.reverse()
+        summary = traceback.StackSummary.extract((f, f.f_lineno) for f in frames)
+        return "".join(summary.format())
+    finally:
+        del frame, frames
+
+
+def _on_zope_event(event: Any) -> None:
+    # Runs in a monitoring thread, for every zope.event of the process: be quick.
+    if not isinstance(event, EventLoopBlocked):
+        return
+    hub = getattr(event, "hub", None)  # gevent >= 25 passes the hub
+    if hub is None:
+        ref = getattr(getcurrent(), "gevent_monitoring_thread", None)
+        monitor = ref() if ref is not None else None
+        hub = monitor.hub if monitor is not None else None
+    watch = _watches.get(id(hub)) if hub is not None else None
+    if watch is None or watch.hub is not hub:
+        return
+    try:
+        watch.blocked(event.greenlet, float(event.blocking_time))
+    except Exception:  # never let an error escape into gevent's monitoring thread
+        _log.exception("hub-blocking report failed")
+
+
+def _apply_config_locked() -> None:
+    """Make gevent's settings match the live thresholds (call with _lock held)."""
+    global _saved_config
+    config = gevent.config
+    thresholds = [t for w in _watches.values() for t in w.systems.values()]
+    if thresholds:
+        if _saved_config is None:
+            _saved_config = {"max_blocking_time": config.max_blocking_time}
+            # Our warning replaces gevent's own printed report, unless the application
+            # asked for gevent's monitor (or its reports) explicitly.
+            if (
+                hasattr(config, "print_blocking_reports")
+                and not config.monitor_thread
+                and _PRINT_ENV not in os.environ
+            ):
+                _saved_config["print_blocking_reports"] = config.print_blocking_reports
+                config.print_blocking_reports = False
+        config.max_blocking_time = min(thresholds)
+    elif _saved_config is not None:
+        for key, value in _saved_config.items():
+            setattr(config, key, value)
+        _saved_config = None
+
+
+def start_monitoring(system: ActorSystem) -> None:
+    """Watch ``system``'s hub for blocking longer than its ``blocking_threshold``.
+
+    Called by the system at start (in its hub's thread) when the setting is not None;
+    the matching :func:`stop_monitoring` runs as a termination hook.
+    """
+    global _subscribed
+    threshold = system.settings.blocking_threshold
+    if threshold is None:
+        return
+    if get_ident() != system._tid:  # pragma: no cover - systems start in their own thread
+        raise RuntimeError("start_monitoring must run in the system's hub thread")
+    hub = system._hub
+    with _lock:
+        if not _subscribed:
+            subscribers.append(_on_zope_event)  # gevent's alias of zope.event's
+            _subscribed = True
+        watch = _watches.get(id(hub))
+        if watch is None or watch.hub is not hub:
+            watch = _watches[id(hub)] = _HubWatch(hub)
+        watch.systems[system] = threshold
+        _apply_config_locked()
+    watch.ensure_thread()
+    system.register_on_termination(lambda: stop_monitoring(system))
+
+
+def stop_monitoring(system: ActorSystem) -> None:
+    """Stop watching ``system`` (in its hub's thread); idempotent."""
+    hub = system._hub
+    closing: _HubWatch | None = None
+    with _lock:
+        watch = _watches.get(id(hub))
+        if watch is None or watch.hub is not hub or system not in watch.systems:
+            return
+        del watch.systems[system]
+        if not watch.systems:
+            del _watches[id(hub)]
+            closing = watch
+        _apply_config_locked()
+    if closing is not None:
+        closing.close()
+
+
+def is_monitoring(system: ActorSystem) -> bool:
+    """True while ``system``'s hub is watched for ``system``."""
+    watch = _watches.get(id(system._hub))
+    return watch is not None and system in watch.systems
