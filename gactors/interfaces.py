@@ -1,7 +1,21 @@
 """The plugin interfaces (zope.interface).
 
-A plugin provides one of these; gactors verifies it with ``zope.interface.verify``
-when it is registered. Built-in classes declare them with ``@implementer``.
+A plugin provides one of these interfaces; :mod:`gactors.plugins` verifies it with
+``zope.interface.verify`` when it is registered (and whenever a setting or an option
+names an object directly). Verification is strict: the class must *declare* the
+interface with ``@zope.interface.implementer(...)`` and provide every attribute and
+method below with a compatible signature. Every built-in class declares its interface.
+
+* :class:`ISupervisorStrategy` -- how a supervisor handles its children's failures.
+  The built-ins are :class:`gactors.OneForOneStrategy` and
+  :class:`gactors.AllForOneStrategy`; subclassing :class:`gactors.SupervisorStrategy`
+  (or one of those) is the easiest way to write a new one.
+* :class:`ISupervisorStrategyConfigurator` -- creates the ``/user`` guardian's
+  strategy (the ``guardian_supervisor_strategy`` setting).
+* :class:`IBackoffPolicy` -- computes the restart delays of a
+  :class:`gactors.backoff.BackoffSupervisor`. A backoff policy is registered as a
+  *factory* ``(min_backoff, max_backoff, random_factor) -> IBackoffPolicy``, called once
+  per backoff supervisor, so a policy may keep state (such as the previous delay).
 """
 
 from __future__ import annotations
@@ -11,30 +25,59 @@ from zope.interface import Attribute, Interface
 __all__ = ["IBackoffPolicy", "ISupervisorStrategy", "ISupervisorStrategyConfigurator"]
 
 
-class ISupervisorStrategy(Interface):
-    """How a supervisor handles the failures of its children."""
+# zope.interface describes methods without ``self``; the signatures are checked by
+# ``zope.interface.verify`` against the implementation (which has ``self``).
+class ISupervisorStrategy(Interface):  # type: ignore[misc]
+    """How a supervisor handles the failures of its children.
 
-    decider = Attribute("Callable (exception) -> Directive | None (None escalates).")
+    Both methods run inside the supervising actor, while it processes the child's
+    failure report or termination; the supervising actor's ``self.sender`` is the
+    failing child while the strategy decides.
+    """
+
+    decider = Attribute(
+        "The decider: a callable (exception) -> Directive | None, where None means escalate."
+    )
 
     def handle_failure(context, child, cause, stats, children):  # type: ignore[no-untyped-def]
-        """Decide and act on a child's failure; return False to escalate."""
+        """Decide what to do with a failed child and do it.
+
+        ``context`` is the supervising actor's :class:`~gactors.ActorContext`,
+        ``child`` the failed child's ref, ``cause`` the exception, ``stats`` the
+        child's :class:`~gactors.ChildRestartStats` (restart bookkeeping) and
+        ``children`` the stats of every live child. Return ``True`` when the failure
+        was handled (resumed, restarted or stopped) and ``False`` to escalate it: the
+        supervisor then fails with the same exception.
+        """
 
     def handle_child_terminated(context, child, children):  # type: ignore[no-untyped-def]
-        """Called after a child terminated."""
+        """Called after ``child`` terminated; ``children`` are the remaining children."""
 
 
-class ISupervisorStrategyConfigurator(Interface):
-    """Creates the ``/user`` guardian's strategy."""
+class ISupervisorStrategyConfigurator(Interface):  # type: ignore[misc]
+    """Creates the ``/user`` guardian's strategy.
 
-    def create():  # type: ignore[misc]
-        """Return an ISupervisorStrategy."""
+    Named by the ``guardian_supervisor_strategy`` setting; the configurator class is
+    instantiated with no arguments and :meth:`create` is called once per actor system.
+    """
+
+    def create():  # type: ignore[misc, no-untyped-def]
+        """Return the :class:`ISupervisorStrategy` of the ``/user`` guardian."""
 
 
-class IBackoffPolicy(Interface):
-    """Computes the delays of a backoff supervisor."""
+class IBackoffPolicy(Interface):  # type: ignore[misc]
+    """Computes the restart delays of one backoff supervisor.
+
+    Made by a factory ``(min_backoff, max_backoff, random_factor) -> IBackoffPolicy``
+    (all three in seconds, ``random_factor`` in [0, 1]), once per backoff supervisor.
+    """
 
     def next_delay(restart_count):  # type: ignore[no-untyped-def]
-        """Seconds to wait before restart number ``restart_count`` (0-based)."""
+        """Seconds (a float >= 0) to wait before restart number ``restart_count``.
 
-    def reset():  # type: ignore[misc]
-        """Forget any state (called when the backoff is reset)."""
+        ``restart_count`` is 0 for the first restart after a (re)start or a reset, 1 for
+        the next one, and so on.
+        """
+
+    def reset():  # type: ignore[misc, no-untyped-def]
+        """Forget any state: called when the supervisor's restart count is reset."""

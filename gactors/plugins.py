@@ -1,0 +1,562 @@
+"""The plugin registry: supervisor strategies, guardian configurators, backoff policies.
+
+Three kinds of plugins exist, each with its interface in :mod:`gactors.interfaces`:
+
+==================  ======================================  ===========================
+kind                what is registered                      entry-point group
+==================  ======================================  ===========================
+``"strategy"``      an :class:`ISupervisorStrategy`         ``gactors.strategies``
+                    provider, or a class implementing it
+                    (instantiated on every lookup)
+``"configurator"``  an :class:`ISupervisorStrategyConfig-   ``gactors.configurators``
+                    urator` class (or instance)
+``"backoff_policy"`` a factory ``(min_backoff, max_backoff,  ``gactors.backoff_policies``
+                    random_factor) -> IBackoffPolicy``
+==================  ======================================  ===========================
+
+Registration (``register_*``) verifies the object with ``zope.interface.verify`` and
+raises :class:`~gactors.PluginError` naming what is missing; a name already taken
+raises :class:`~gactors.PluginError` unless ``replace=True``. Third-party packages
+register through the entry-point groups above: the groups are scanned once, when a
+plugin of that kind is first needed, and each entry point is imported only when its
+name is first looked up, so a plugin that fails to import breaks nothing but itself.
+
+Anywhere gactors takes a plugin (``guardian_supervisor_strategy``,
+``BackoffOpts.with_policy``, ``BackoffOpts.with_supervisor_strategy``), a registered
+name, a ``"package.module:Name"`` path or the object itself is accepted
+(:func:`resolve`).
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+import logging
+import weakref
+from collections.abc import Callable, Iterable
+from typing import Any, Literal, cast
+
+from gevent import monkey
+from zope.interface import Interface
+from zope.interface.exceptions import (
+    BrokenImplementation,
+    BrokenMethodImplementation,
+    DoesNotImplement,
+    Invalid,
+    MultipleInvalid,
+)
+from zope.interface.interface import InterfaceClass
+from zope.interface.registry import Components
+from zope.interface.verify import verifyClass, verifyObject
+
+from gactors.exceptions import PluginError
+from gactors.interfaces import IBackoffPolicy, ISupervisorStrategy, ISupervisorStrategyConfigurator
+
+__all__ = [
+    "GROUPS",
+    "KINDS",
+    "Kind",
+    "create_backoff_policy",
+    "get_backoff_policy",
+    "get_configurator",
+    "get_strategy",
+    "names",
+    "refresh",
+    "register_backoff_policy",
+    "register_configurator",
+    "register_strategy",
+    "resolve",
+    "resolve_backoff_policy",
+    "resolve_configurator",
+    "resolve_strategy",
+    "unregister",
+    "verify_strategy",
+]
+
+_log = logging.getLogger("gactors.plugins")
+
+Kind = Literal["strategy", "configurator", "backoff_policy"]
+KINDS: tuple[Kind, ...] = ("strategy", "configurator", "backoff_policy")
+"""The plugin kinds, as accepted by :func:`names`, :func:`resolve` and :func:`unregister`."""
+
+GROUPS: dict[Kind, str] = {
+    "strategy": "gactors.strategies",
+    "configurator": "gactors.configurators",
+    "backoff_policy": "gactors.backoff_policies",
+}
+"""The entry-point group of each kind."""
+
+_INTERFACE: dict[Kind, InterfaceClass] = {
+    "strategy": ISupervisorStrategy,
+    "configurator": ISupervisorStrategyConfigurator,
+    "backoff_policy": IBackoffPolicy,
+}
+_LABEL: dict[Kind, str] = {
+    "strategy": "supervisor strategy",
+    "configurator": "supervisor strategy configurator",
+    "backoff_policy": "backoff policy",
+}
+
+
+# The registry keys: one private marker interface per kind. What is stored is not always
+# a provider of the public interface (a configurator is registered as its class, a backoff
+# policy as its factory), so the public interfaces cannot serve as keys.
+class _IStrategyPlugin(Interface):  # type: ignore[misc]
+    """Registry key of supervisor strategies."""
+
+
+class _IConfiguratorPlugin(Interface):  # type: ignore[misc]
+    """Registry key of guardian strategy configurators."""
+
+
+class _IBackoffPolicyPlugin(Interface):  # type: ignore[misc]
+    """Registry key of backoff policy factories."""
+
+
+_KEY: dict[Kind, InterfaceClass] = {
+    "strategy": _IStrategyPlugin,
+    "configurator": _IConfiguratorPlugin,
+    "backoff_policy": _IBackoffPolicyPlugin,
+}
+
+_registry = Components("gactors.plugins")
+# The original (OS-thread) RLock: registration may happen in any thread, and nothing
+# inside the critical sections switches greenlets.
+_lock = monkey.get_original("_thread", "RLock")()
+_builtins_registered = False
+_scanned: set[Kind] = set()
+# Entry points found by the scan and not loaded yet, per kind and name.
+_pending: dict[Kind, dict[str, importlib.metadata.EntryPoint]] = {k: {} for k in KINDS}
+# Names whose entry point failed to load (or clashed): the error is raised on lookup.
+_failed: dict[Kind, dict[str, PluginError]] = {k: {} for k in KINDS}
+# Entry points loaded so far (kind -> name -> entry point value), so that a scan after
+# refresh() recognises them.
+_loaded_from: dict[Kind, dict[str, str]] = {k: {} for k in KINDS}
+# Backoff policy factories whose product has been verified already.
+_verified_factories: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+# -- discovery -----------------------------------------------------------------------------------
+def _entry_points(group: str) -> Iterable[importlib.metadata.EntryPoint]:
+    """The installed entry points of ``group`` (a seam for tests)."""
+    return importlib.metadata.entry_points(group=group)
+
+
+def _describe_ep(ep: importlib.metadata.EntryPoint) -> str:
+    dist = getattr(ep, "dist", None)
+    where = f" of distribution {dist.name!r}" if dist is not None else ""
+    return f"entry point '{ep.name} = {ep.value}' in group {ep.group!r}{where}"
+
+
+def _ensure_builtins() -> None:
+    global _builtins_registered
+    if _builtins_registered:
+        return
+    with _lock:
+        if _builtins_registered:
+            return
+        # Imported here: gactors.backoff imports this module.
+        from gactors._supervision import (
+            DefaultSupervisorStrategy,
+            StoppingSupervisorStrategy,
+            SupervisorStrategy,
+        )
+        from gactors.backoff._policies import BUILTIN_POLICIES
+
+        _builtins_registered = True
+        _store("strategy", "default", SupervisorStrategy.default_strategy)
+        _store("strategy", "stopping", SupervisorStrategy.stopping_strategy)
+        _store("configurator", "default", DefaultSupervisorStrategy)
+        _store("configurator", "stopping", StoppingSupervisorStrategy)
+        for name, factory in BUILTIN_POLICIES.items():
+            _store("backoff_policy", name, factory)
+
+
+def _scan(kind: Kind) -> None:
+    """Scan the entry-point group of ``kind`` once (nothing is imported yet)."""
+    _ensure_builtins()
+    if kind in _scanned:
+        return
+    with _lock:
+        if kind in _scanned:
+            return
+        _scanned.add(kind)
+        group = GROUPS[kind]
+        try:
+            eps = list(_entry_points(group))
+        except Exception as e:  # a broken distribution must not break gactors
+            _log.warning("cannot scan entry-point group %r: %s: %s", group, type(e).__name__, e)
+            return
+        pending = _pending[kind]
+        for ep in eps:
+            name = ep.name
+            if _loaded_from[kind].get(name) == ep.value:
+                continue  # loaded before a refresh()
+            if _lookup(kind, name) is not None:
+                _log.warning(
+                    "ignoring %s: a %s named %r is already registered",
+                    _describe_ep(ep),
+                    _LABEL[kind],
+                    name,
+                )
+                continue
+            other = pending.get(name)
+            if other is not None:
+                if other.value == ep.value:
+                    continue  # the same distribution seen twice on sys.path
+                del pending[name]
+                _failed[kind][name] = PluginError(
+                    f"{_LABEL[kind]} {name!r} is ambiguous: {_describe_ep(other)} and "
+                    f"{_describe_ep(ep)} both claim it"
+                )
+                continue
+            if name in _failed[kind]:
+                continue
+            pending[name] = ep
+
+
+def refresh() -> None:
+    """Forget the entry points scanned so far; the groups are scanned again when next
+    needed.
+
+    For a plugin package installed while the process runs. Plugins already loaded stay
+    registered; entry points that failed to load are retried.
+    """
+    with _lock:
+        importlib.invalidate_caches()
+        _scanned.clear()
+        for kind in KINDS:
+            _pending[kind].clear()
+            _failed[kind].clear()
+
+
+def _load_pending(kind: Kind, name: str) -> Any:
+    """Import the entry point ``name`` of ``kind`` (once) and register what it names."""
+    with _lock:
+        ep = _pending[kind].pop(name, None)
+        if ep is None:  # loaded (or failed) meanwhile
+            return _lookup(kind, name)
+        try:
+            obj = ep.load()
+        except Exception as e:
+            err = PluginError(
+                f"{_LABEL[kind]} {name!r} could not be loaded from {_describe_ep(ep)}: "
+                f"{type(e).__name__}: {e}"
+            )
+            err.__cause__ = e
+            _failed[kind][name] = err
+            _log.warning("%s", err)
+            raise err from e
+        try:
+            _check(kind, obj, f"{_LABEL[kind]} {name!r} (from {_describe_ep(ep)})")
+        except PluginError as e:
+            _failed[kind][name] = e
+            _log.warning("%s", e)
+            raise
+        _store(kind, name, obj)
+        _loaded_from[kind][name] = ep.value
+        return obj
+
+
+# -- verification ---------------------------------------------------------------------------------
+def _reasons(error: Invalid) -> list[str]:
+    errors = error.exceptions if isinstance(error, MultipleInvalid) else [error]
+    out: list[str] = []
+    for e in errors:
+        iface = getattr(e, "interface", None)
+        iname = getattr(iface, "__name__", "the interface")
+        if isinstance(e, DoesNotImplement):
+            out.append(
+                f"it does not declare {iname} (decorate its class with "
+                f"@zope.interface.implementer({iname}))"
+            )
+        elif isinstance(e, BrokenMethodImplementation):
+            method = getattr(e.method, "__name__", e.method)
+            out.append(f"method {method!r} has the wrong signature: {e.mess}")
+        elif isinstance(e, BrokenImplementation):
+            what = getattr(e.name, "__name__", e.name)
+            out.append(f"attribute or method {what!r} is missing")
+        else:
+            out.append(str(e))
+    return out
+
+
+def _verify(iface: InterfaceClass, obj: Any, what: str, *, as_class: bool) -> None:
+    try:
+        if as_class:
+            verifyClass(iface, obj)
+        else:
+            verifyObject(iface, obj)
+    except Invalid as e:
+        raise PluginError(
+            f"{what} does not implement {iface.__name__}: " + "; ".join(_reasons(e))
+        ) from e
+
+
+def _check(kind: Kind, obj: Any, what: str) -> None:
+    """Verify a plugin object of ``kind`` (raises PluginError)."""
+    iface = _INTERFACE[kind]
+    if kind == "backoff_policy":
+        if isinstance(obj, type):
+            _verify(iface, obj, what, as_class=True)
+        elif IBackoffPolicy.providedBy(obj) and not callable(obj):
+            raise PluginError(
+                f"{what} is a backoff policy instance; register a factory "
+                "(min_backoff, max_backoff, random_factor) -> IBackoffPolicy instead, "
+                "such as its class"
+            )
+        elif not callable(obj):
+            raise PluginError(
+                f"{what} is not callable: a backoff policy is registered as a factory "
+                "(min_backoff, max_backoff, random_factor) -> IBackoffPolicy"
+            )
+        # Any other callable is verified by what it returns, on its first call.
+        return
+    _verify(iface, obj, what, as_class=isinstance(obj, type))
+
+
+def verify_strategy(obj: Any, what: str = "supervisor strategy") -> Any:
+    """Return ``obj`` if it provides :class:`ISupervisorStrategy`, else raise PluginError."""
+    _verify(ISupervisorStrategy, obj, f"{what} {obj!r}", as_class=False)
+    return obj
+
+
+# -- the registry ---------------------------------------------------------------------------------
+def _lookup(kind: Kind, name: str) -> Any:
+    return _registry.queryUtility(_KEY[kind], name=name)
+
+
+def _store(kind: Kind, name: str, obj: Any) -> None:
+    _registry.registerUtility(obj, _KEY[kind], name, event=False)
+
+
+def _check_name(kind: Kind, name: Any) -> str:
+    if not isinstance(name, str) or not name or name != name.strip() or ":" in name:
+        raise PluginError(
+            f"invalid {_LABEL[kind]} name {name!r}: use a non-empty str without ':' "
+            "(':' separates module and attribute in 'package.module:Name' references)"
+        )
+    return name
+
+
+def _register(kind: Kind, name: str, obj: Any, replace: bool) -> None:
+    _check_name(kind, name)
+    _check(kind, obj, f"{_LABEL[kind]} {name!r} ({obj!r})")
+    _scan(kind)
+    with _lock:
+        taken = _lookup(kind, name) is not None or name in _pending[kind]
+        if taken and not replace:
+            where = " (by an entry point)" if name in _pending[kind] else ""
+            raise PluginError(
+                f"a {_LABEL[kind]} named {name!r} is already registered{where}; "
+                "pass replace=True to replace it"
+            )
+        _pending[kind].pop(name, None)
+        _failed[kind].pop(name, None)
+        _loaded_from[kind].pop(name, None)
+        if replace:
+            _registry.unregisterUtility(provided=_KEY[kind], name=name)
+        _store(kind, name, obj)
+
+
+def register_strategy(name: str, obj: Any, *, replace: bool = False) -> None:
+    """Register a supervisor strategy under ``name``.
+
+    ``obj`` provides :class:`~gactors.interfaces.ISupervisorStrategy` (it is shared by
+    everything that looks it up), or is a class implementing it, instantiated with no
+    arguments on every lookup.
+    """
+    _register("strategy", name, obj, replace)
+
+
+def register_configurator(name: str, cls: Any, *, replace: bool = False) -> None:
+    """Register a guardian strategy configurator under ``name``: a class implementing
+    :class:`~gactors.interfaces.ISupervisorStrategyConfigurator` (instantiated with no
+    arguments by each actor system using it) or an instance providing it."""
+    _register("configurator", name, cls, replace)
+
+
+def register_backoff_policy(name: str, factory: Any, *, replace: bool = False) -> None:
+    """Register a backoff policy factory ``(min_backoff, max_backoff, random_factor) ->
+    IBackoffPolicy`` under ``name``.
+
+    A class is verified with ``verifyClass`` now; what any factory returns is verified
+    when the factory is first called.
+    """
+    _register("backoff_policy", name, factory, replace)
+
+
+def unregister(kind: Kind, name: str) -> bool:
+    """Remove the plugin ``name`` of ``kind``; False if there was none.
+
+    Also forgets an entry point of that name that was not loaded yet.
+    """
+    _check_kind(kind)
+    _scan(kind)
+    with _lock:
+        had_pending = _pending[kind].pop(name, None) is not None
+        had_failed = _failed[kind].pop(name, None) is not None
+        _loaded_from[kind].pop(name, None)
+        removed = bool(_registry.unregisterUtility(provided=_KEY[kind], name=name))
+        return removed or had_pending or had_failed
+
+
+def _check_kind(kind: Any) -> Kind:
+    if kind not in KINDS:
+        raise ValueError(f"unknown plugin kind {kind!r} (known kinds: {', '.join(KINDS)})")
+    return cast(Kind, kind)
+
+
+def names(kind: Kind) -> tuple[str, ...]:
+    """The sorted names of the plugins of ``kind`` (built-in, registered, and discovered
+    through entry points but not loaded yet; not the ones that failed to load)."""
+    _check_kind(kind)
+    _scan(kind)
+    with _lock:
+        registered = {n for n, _ in _registry.getUtilitiesFor(_KEY[kind])}
+        return tuple(sorted(registered | set(_pending[kind])))
+
+
+def _get(kind: Kind, name: str) -> Any:
+    _scan(kind)
+    obj = _lookup(kind, name)
+    if obj is not None:
+        return obj
+    if name in _pending[kind]:
+        return _load_pending(kind, name)
+    failed = _failed[kind].get(name)
+    if failed is not None:
+        raise PluginError(str(failed)) from failed.__cause__
+    known = ", ".join(repr(n) for n in names(kind)) or "none"
+    raise PluginError(
+        f"unknown {_LABEL[kind]} {name!r}; known {_LABEL[kind]} names: {known} "
+        "(or give a 'package.module:Name' reference or the object itself)"
+    )
+
+
+def get_strategy(name: str) -> Any:
+    """The supervisor strategy registered as ``name`` (a registered class is
+    instantiated); :class:`~gactors.PluginError` if unknown or broken."""
+    obj = _get("strategy", name)
+    return obj() if isinstance(obj, type) else obj
+
+
+def get_configurator(name: str) -> Any:
+    """The configurator registered as ``name``, as registered (usually a class)."""
+    return _get("configurator", name)
+
+
+def get_backoff_policy(name: str) -> Callable[[float, float, float], Any]:
+    """The backoff policy factory registered as ``name``."""
+    return cast("Callable[[float, float, float], Any]", _get("backoff_policy", name))
+
+
+# -- resolving references --------------------------------------------------------------------
+def _import_ref(kind: Kind, ref: str) -> Any:
+    module_name, _, attr = ref.partition(":")
+    if not module_name or not attr or ":" in attr:
+        raise PluginError(
+            f"invalid {_LABEL[kind]} reference {ref!r}: expected 'package.module:Name'"
+        )
+    try:
+        obj: Any = importlib.import_module(module_name)
+        for part in attr.split("."):
+            obj = getattr(obj, part)
+    except Exception as e:
+        raise PluginError(f"cannot import {_LABEL[kind]} {ref!r}: {type(e).__name__}: {e}") from e
+    return obj
+
+
+def resolve(kind: Kind, ref: Any) -> Any:
+    """Turn a plugin reference into the plugin object of ``kind``.
+
+    ``ref`` is a registered name, a ``"package.module:Name"`` path (imported and
+    verified, not registered) or the object itself (verified). The result is what
+    ``get_*`` would return for a registered name: a strategy instance, a configurator
+    class or instance, a backoff policy factory.
+    """
+    _check_kind(kind)
+    if isinstance(ref, str):
+        if ":" not in ref:
+            obj = _get(kind, ref)
+        else:
+            obj = _import_ref(kind, ref)
+            _check(kind, obj, f"{_LABEL[kind]} {ref!r}")
+    else:
+        obj = ref
+        if kind == "backoff_policy" and IBackoffPolicy.providedBy(obj) and not callable(obj):
+            # A ready-made policy instance: wrap it in a factory handing it out.
+            _verify(IBackoffPolicy, obj, f"backoff policy {obj!r}", as_class=False)
+            return _InstanceFactory(obj)
+        _check(kind, obj, f"{_LABEL[kind]} {obj!r}")
+    if kind == "strategy" and isinstance(obj, type):
+        obj = obj()
+    return obj
+
+
+def resolve_strategy(ref: Any) -> Any:
+    """:func:`resolve` for supervisor strategies: returns a strategy instance."""
+    return resolve("strategy", ref)
+
+
+def resolve_configurator(ref: Any) -> Any:
+    """:func:`resolve` for configurators, returning an *instance* (a class is
+    instantiated with no arguments)."""
+    obj = resolve("configurator", ref)
+    if isinstance(obj, type):
+        try:
+            obj = obj()
+        except Exception as e:
+            raise PluginError(
+                f"supervisor strategy configurator {ref!r} could not be instantiated: "
+                f"{type(e).__name__}: {e}"
+            ) from e
+    return obj
+
+
+def resolve_backoff_policy(ref: Any) -> Callable[[float, float, float], Any]:
+    """:func:`resolve` for backoff policies: a name, a path, a factory, or an
+    :class:`IBackoffPolicy` instance (wrapped in a factory that always returns it)."""
+    return cast("Callable[[float, float, float], Any]", resolve("backoff_policy", ref))
+
+
+class _InstanceFactory:
+    """The factory of a policy instance given directly: every call returns it."""
+
+    __slots__ = ("__weakref__", "policy")
+
+    def __init__(self, policy: Any) -> None:
+        self.policy = policy
+
+    def __call__(self, min_backoff: float, max_backoff: float, random_factor: float) -> Any:
+        return self.policy
+
+    def __repr__(self) -> str:
+        return repr(self.policy)
+
+
+def create_backoff_policy(
+    factory: Callable[[float, float, float], Any],
+    min_backoff: float,
+    max_backoff: float,
+    random_factor: float,
+) -> Any:
+    """Call a backoff policy ``factory``; what it returns is verified against
+    :class:`IBackoffPolicy` on the factory's first call."""
+    policy = factory(min_backoff, max_backoff, random_factor)
+    try:
+        known = factory in _verified_factories
+    except TypeError:  # not weakly referenceable: verify every time
+        known = False
+    if not known:
+        _verify(
+            IBackoffPolicy,
+            policy,
+            f"backoff policy {policy!r} returned by factory {factory!r}",
+            as_class=False,
+        )
+        try:
+            _verified_factories.add(factory)
+        except TypeError:
+            pass
+    return policy
