@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import importlib
 import logging
 import os
 import re
@@ -37,7 +36,6 @@ from gactors._threads import allocate_lock, get_ident
 from gactors.exceptions import (
     ActorInitializationException,
     ActorKilledException,
-    ConfigError,
     IllegalStateError,
     PluginError,
 )
@@ -55,39 +53,29 @@ BUILTIN_CONFIGURATORS: dict[str, type[SupervisorStrategyConfigurator]] = {
 
 
 def resolve_configurator(value: Any) -> SupervisorStrategyConfigurator:
-    """Turn the ``guardian_supervisor_strategy`` setting into a configurator instance."""
-    obj: Any = value
-    if isinstance(value, str):
-        if ":" in value:
-            module, _, attr = value.partition(":")
-            try:
-                obj = getattr(importlib.import_module(module), attr)
-            except (ImportError, AttributeError) as e:
-                raise PluginError(f"cannot import configurator {value!r}: {e}") from e
-        else:
-            obj = _lookup_configurator_name(value)
-    if isinstance(obj, type):
-        obj = obj()
-    if not callable(getattr(obj, "create", None)):
-        raise ConfigError(
-            f"setting 'guardian_supervisor_strategy': {value!r} is not a "
-            "SupervisorStrategyConfigurator (it has no create() method)"
-        )
-    return obj  # type: ignore[no-any-return]
+    """Turn the ``guardian_supervisor_strategy`` setting into a configurator instance.
+
+    A registered name (built in: ``"default"``, ``"stopping"``), a
+    ``"package.module:Name"`` reference or the class/object itself, through
+    :mod:`gactors.plugins`; an unknown name raises PluginError listing the known names.
+    """
+    from gactors import plugins
+
+    try:
+        return plugins.resolve_configurator(value)  # type: ignore[no-any-return]
+    except PluginError as e:
+        raise PluginError(f"setting 'guardian_supervisor_strategy': {e}") from e
 
 
-def _lookup_configurator_name(name: str) -> Any:
+def _guardian_strategy(configurator: SupervisorStrategyConfigurator, value: Any) -> Any:
+    """The /user guardian's strategy, verified before anything of the system exists."""
+    from gactors import plugins
+
     try:
-        from gactors import plugins
-    except ImportError:  # pragma: no cover - the plugin registry is optional here
-        plugins = None  # type: ignore[assignment]
-    if plugins is not None:
-        return plugins.get_configurator(name)
-    try:
-        return BUILTIN_CONFIGURATORS[name]
-    except KeyError:
-        known = ", ".join(sorted(BUILTIN_CONFIGURATORS))
-        raise PluginError(f"unknown configurator {name!r} (known: {known})") from None
+        strategy = configurator.create()
+        return plugins.verify_strategy(strategy, f"the strategy created by {value!r}")
+    except PluginError as e:
+        raise PluginError(f"setting 'guardian_supervisor_strategy': {e}") from e
 
 
 def _in_hub_thread(method: F) -> F:
@@ -214,6 +202,7 @@ class ActorSystem:
         self.name = name
         self.settings: Settings = load_settings(config)
         configurator = resolve_configurator(self.settings.guardian_supervisor_strategy)
+        user_strategy = _guardian_strategy(configurator, self.settings.guardian_supervisor_strategy)
         self._hub = get_hub()
         self._tid = get_ident()
         self._pid = os.getpid()
@@ -237,7 +226,7 @@ class ActorSystem:
         bubble = _TheOneWhoWalksTheBubbles(self, root_path.child("bubble-walker"), 0)
         root = self._root = ActorCell(self, Props(_RootGuardian), root_path, bubble, None)
         root.send_system(sm.Create())
-        user = root.attach_child(Props(_UserGuardian, configurator.create()), "user", system_name=True)
+        user = root.attach_child(Props(_UserGuardian, user_strategy), "user", system_name=True)
         sysg = root.attach_child(Props(_SystemGuardian), "system", system_name=True)
         self._user_cell: ActorCell = user._cell  # type: ignore[attr-defined]
         self._system_cell: ActorCell = sysg._cell  # type: ignore[attr-defined]
