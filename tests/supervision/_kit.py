@@ -1,9 +1,9 @@
-"""Small local test helpers for the supervision conformance suite.
+"""Test helpers of the supervision conformance suite.
 
-``gactors.testkit`` is written in parallel by another engineer; until it lands, this
-module provides the few pieces the suite needs: a probe actor that records what it
-receives in a queue, an event filter over the system's log events, and a recorder of
-published ``LogEvent``s. Every wait takes an explicit timeout.
+``Probe`` and ``event_filter`` are ``gactors.testkit``'s ``TestProbe`` and
+``event_filter`` (SPEC §15) when that package is importable; otherwise the small local
+equivalents below stand in, with the same call shapes. ``mute``, ``LogRecorder`` and
+``wait_for`` are local. Every wait has an explicit timeout.
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ class _ProbeActor(Actor):
             self.queue.put((message, self.sender))
 
 
-class Probe:
+class _LocalProbe:
     """An actor whose messages the test reads, in order, with timeouts."""
 
     def __init__(self, system: ActorSystem, name: str | None = None) -> None:
@@ -97,7 +97,9 @@ class Probe:
     def receive_n(self, n: int, timeout: float = DEFAULT_TIMEOUT) -> list[Any]:
         return [self.receive_one(timeout) for _ in range(n)]
 
-    def fish_for(self, predicate: Callable[[Any], bool], timeout: float = DEFAULT_TIMEOUT) -> Any:
+    def fish_for_message(
+        self, predicate: Callable[[Any], bool], timeout: float = DEFAULT_TIMEOUT
+    ) -> Any:
         """Skip messages until one satisfies ``predicate``."""
         deadline = time.monotonic() + timeout
         while True:
@@ -152,8 +154,15 @@ def _matches(
     return source is None or event.source == source
 
 
+class _Matched:
+    """What the local event filter matched (``.events``, as gactors.testkit's)."""
+
+    def __init__(self) -> None:
+        self.events: list[LogEvent] = []
+
+
 @contextlib.contextmanager
-def event_filter(
+def _local_event_filter(
     system: ActorSystem,
     exc_type: type[BaseException] | None = None,
     message: str | None = None,
@@ -162,13 +171,14 @@ def event_filter(
     *,
     source: str | None = None,
     timeout: float = DEFAULT_TIMEOUT,
-) -> Iterator[list[LogEvent]]:
+) -> Iterator[_Matched]:
     """Expect and swallow exactly ``occurrences`` matching log events.
 
     After the block, waits (up to ``timeout``) until that many arrived, then fails if
     the count differs.
     """
-    got: list[LogEvent] = []
+    matched = _Matched()
+    got = matched.events
     enough = Event()
 
     def f(event: LogEvent) -> bool:
@@ -181,7 +191,7 @@ def event_filter(
 
     system._log_filters.append(f)
     try:
-        yield got
+        yield matched
         if occurrences > 0:
             enough.wait(timeout)
     finally:
@@ -233,3 +243,11 @@ def wait_for(predicate: Callable[[], bool], timeout: float = DEFAULT_TIMEOUT) ->
         if time.monotonic() > deadline:
             raise AssertionError(f"condition not met within {timeout} s")
         gevent.sleep(0.005)
+
+
+try:
+    from gactors.testkit import TestProbe as Probe
+    from gactors.testkit import event_filter
+except ImportError:  # the shared testkit is not there: the local stand-ins
+    Probe = _LocalProbe  # type: ignore[assignment, misc]
+    event_filter = _local_event_filter  # type: ignore[assignment]

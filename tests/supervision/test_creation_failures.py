@@ -64,11 +64,11 @@ def test_creation_failure_is_actor_initialization_exception_and_stops(
         watcher.watch(ref)
         probe.expect_msg(("init", where))
         watcher.expect_terminated(ref)
-    exc = ev[0].cause
+    exc = ev.events[0].cause
     assert isinstance(exc, ActorInitializationException)
     assert str(exc).startswith(f"{ref.path}: ")
     assert isinstance(exc.__cause__, Boom) and exc.actor == ref
-    assert ev[0].source == str(ref.path)
+    assert ev.events[0].source == str(ref.path)
     probe.expect_no_message()  # no post_stop for a failed creation
 
 
@@ -170,7 +170,7 @@ def test_creation_failure_can_be_escalated(actor_system: ActorSystem, probe: Pro
         middle.ask(Props(Fragile, ["ctor"], probe.ref), timeout=5.0)
         probe.expect_msg(("init", "ctor"))
         probe.expect_terminated(middle)
-    assert ev[0].source == str(middle.path)  # logged once, where it was handled
+    assert ev.events[0].source == str(middle.path)  # logged once, where it was handled
     assert len(seen) == 1 and isinstance(seen[0], ActorInitializationException)
 
 
@@ -181,7 +181,7 @@ def test_factory_returning_a_non_actor_is_a_creation_failure(
         ref = actor_system.actor_of(Props(lambda: "not an actor"))
         probe.watch(ref)
         probe.expect_terminated(ref)
-    assert isinstance(ev[0].cause.__cause__, TypeError)
+    assert isinstance(ev.events[0].cause.__cause__, TypeError)
 
 
 def test_invalid_child_props_raise_at_once_in_the_parent(
@@ -213,4 +213,4 @@ def test_invalid_child_name_in_constructor_fails_the_creation(
         ref = actor_system.actor_of(Props(Parent))
         probe.watch(ref)
         probe.expect_terminated(ref)
-    assert isinstance(ev[0].cause.__cause__, InvalidActorNameException)
+    assert isinstance(ev.events[0].cause.__cause__, InvalidActorNameException)

@@ -189,7 +189,7 @@ def test_stop_directive_stops_the_child_and_dead_letters_its_mailbox(
         w.tell("queued behind the failure")
     watcher.expect_terminated(w)
     probe.expect_msg(("w", "post_stop", 0))
-    letter = dead.fish_for(lambda m: isinstance(m, DeadLetter) and m.recipient == w)
+    letter = dead.fish_for_message(lambda m: isinstance(m, DeadLetter) and m.recipient == w)
     assert letter.message == "queued behind the failure" and letter.recipient == w
 
 
@@ -228,7 +228,7 @@ def test_escalate_fails_the_parent_with_the_same_exception_object(
     with event_filter(actor_system, Boom, occurrences=1) as logged:
         leaf.tell(Fail(failure))
     assert seen == [failure] and seen[0] is failure
-    assert logged[0].source == str(mid2.path)  # the level that handled it logs it
+    assert logged.events[0].source == str(mid2.path)  # the level that handled it logs it
     # mid2 restarted (its default pre_restart stopped the leaf)
     assert probe.expect_msg_type(tuple)[:3] == ("leaf", "post_stop", 0)
     assert middle.ask("gen", timeout=5.0) == 0  # the sibling is untouched

@@ -172,7 +172,7 @@ def test_going_over_the_limit_stops_the_child_not_the_supervisor(
     with event_filter(actor_system, ActorKilledException, occurrences=2):
         boss.tell("kill crasher")
         boss.tell("kill crasher")
-        probe.fish_for(lambda m: m == ("boss saw", True))
+        probe.fish_for_message(lambda m: m == ("boss saw", True))
     assert boss.ask("still there?", timeout=5.0) == "boss alive"
 
 

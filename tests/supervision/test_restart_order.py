@@ -337,7 +337,7 @@ def test_post_restart_failure_is_post_restart_exception_stopped_by_default(
     ):
         a.tell("fail")
         probe.expect_terminated(a)
-    exc = logged[0].cause
+    exc = logged.events[0].cause
     assert isinstance(exc, PostRestartException)
     assert isinstance(exc.__cause__, ValueError) and isinstance(exc.original_cause, Boom)
     assert str(a.path) in str(exc)
