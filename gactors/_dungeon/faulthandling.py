@@ -269,7 +269,17 @@ class FaultHandling(CellState):
             except FATAL:
                 raise
             except BaseException as e:
-                self.handle_invoke_failure(e)
+                if self.failed is not None:
+                    # Already failed or stopping: no supervisor will decide on this one,
+                    # so it must at least be logged rather than vanish.
+                    self.system._publish_log(
+                        logging.ERROR,
+                        str(self.path),
+                        f"handle_child_terminated failed: {type(e).__name__}: {e}",
+                        e,
+                    )
+                else:
+                    self.handle_invoke_failure(e)
         if status is TERMINATION:
             self.finish_terminate()
         elif isinstance(status, Recreation):
