@@ -26,7 +26,9 @@ from gactors._messages import (
 from gactors._path import ActorPath
 from gactors._props import Props
 from gactors._ref import ActorRef
+from gactors._scheduler import Cancellable, Scheduler
 from gactors._settings import Settings
+from gactors._stash import Stash
 from gactors._supervision import (
     AllForOneStrategy,
     ChildRestartStats,
@@ -43,6 +45,7 @@ from gactors._supervision import (
     default_decider,
 )
 from gactors._system import ActorSystem
+from gactors._timers import TimerScheduler
 from gactors.exceptions import (
     ActorInitializationException,
     ActorKilledException,
@@ -59,6 +62,8 @@ from gactors.exceptions import (
     StashOverflowException,
 )
 
+from gactors import pattern  # the public submodule, so that gactors.pattern.ask works
+
 __version__ = "0.1.0"
 
 __all__ = [
@@ -72,6 +77,7 @@ __all__ = [
     "ActorSystem",
     "AllForOneStrategy",
     "AskTimeoutError",
+    "Cancellable",
     "ChildRestartStats",
     "ConfigError",
     "DeadLetter",
@@ -99,7 +105,9 @@ __all__ = [
     "ReceiveTimeout",
     "Restart",
     "Resume",
+    "Scheduler",
     "Settings",
+    "Stash",
     "StashOverflowException",
     "Status",
     "Stop",
@@ -107,6 +115,7 @@ __all__ = [
     "SupervisorStrategy",
     "SupervisorStrategyConfigurator",
     "Terminated",
+    "TimerScheduler",
     "UnhandledMessage",
     "__version__",
     "default_decider",

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from gactors._cell import ActorCell
     from gactors._context import ActorContext
     from gactors._ref import ActorRef
+    from gactors._timers import TimerScheduler
 
 __all__ = ["Actor", "ActorLogger"]
 
@@ -113,6 +114,13 @@ class Actor:
     def context(self) -> ActorContext:
         """This actor's :class:`~gactors.ActorContext`."""
         return self._gactors_cell.context
+
+    @property
+    def timers(self) -> TimerScheduler:
+        """This actor's timers (SPEC section 9); cancelled on restart and stop."""
+        from gactors._timers import timers_of
+
+        return timers_of(self._gactors_cell)
 
     @property
     def log(self) -> ActorLogger:

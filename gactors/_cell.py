@@ -32,6 +32,7 @@ from gactors._messages import (
 )
 from gactors._ref import LocalActorRef, PromiseRef
 from gactors._supervision import SupervisorStrategy
+from gactors._timers import TimerMsg, TimerMsgNotInfluenceReceiveTimeout
 from gactors._threads import get_ident
 from gactors.exceptions import ActorKilledException, IllegalStateError
 
@@ -59,6 +60,7 @@ class ActorCell(Children, DeathWatch, FaultHandling, ReceiveTimeout):
         "capacity",
         "children_stats",
         "context",
+        "current_envelope",
         "current_sys",
         "dead",
         "dispatcher",
@@ -121,6 +123,7 @@ class ActorCell(Children, DeathWatch, FaultHandling, ReceiveTimeout):
         self.behavior = None
         self.behavior_stack = []
         self.sender = None
+        self.current_envelope = None
         self.restarts = 0
         self.timers_obj = None
         self.stash_obj = None
@@ -159,7 +162,8 @@ class ActorCell(Children, DeathWatch, FaultHandling, ReceiveTimeout):
         rt = self.rt_seconds is not None
         n = throughput
         while mailbox:
-            message, sender = mailbox.popleft()
+            # The envelope itself is kept for Stash (it stashes the very tuple).
+            message, sender = self.current_envelope = mailbox.popleft()
             self.sender = sender
             try:
                 handler = auto.get(type(message))
@@ -179,6 +183,7 @@ class ActorCell(Children, DeathWatch, FaultHandling, ReceiveTimeout):
             n -= 1
             if not n:
                 break
+        self.current_envelope = None
         if influenced and self.rt_seconds is not None:
             self.check_receive_timeout()
         return bool(sysq) or (bool(mailbox) and not self.suspend_count and not self.dead)
@@ -199,6 +204,7 @@ class ActorCell(Children, DeathWatch, FaultHandling, ReceiveTimeout):
 
     def receive_message(self, message: Any) -> None:
         """Hand ``message`` to the current behavior (used by auto-received messages)."""
+        self.current_envelope = (message, self.sender)
         self.behavior(message)
 
     # -- system messages ------------------------------------------------------------------------
@@ -210,6 +216,7 @@ class ActorCell(Children, DeathWatch, FaultHandling, ReceiveTimeout):
     def process_system(self) -> None:
         sysq = self.sysq
         stash = self.sys_stash
+        self.current_envelope = None  # lifecycle hooks run here: no current message
         while sysq:
             msg = sysq.popleft()
             if self.dead:
@@ -404,11 +411,25 @@ def _on_terminated(cell: ActorCell, message: Terminated) -> None:
     cell.received_terminated(message)
 
 
+def _on_timer(cell: ActorCell, message: TimerMsg) -> None:
+    # Deliver only if the timer still exists with this generation (SPEC section 9).
+    timers = cell.timers_obj
+    inner = timers.intercept(message) if timers is not None else None
+    if inner is not None:
+        handler = _AUTO.get(type(inner))
+        if handler is None:
+            cell.receive_message(inner)
+        else:
+            handler(cell, inner)
+
+
 _AUTO: dict[type, Callable[[ActorCell, Any], None]] = {
     _PoisonPill: _on_poison_pill,
     _Kill: _on_kill,
     Identify: _on_identify,
     Terminated: _on_terminated,
+    TimerMsg: _on_timer,
+    TimerMsgNotInfluenceReceiveTimeout: _on_timer,
 }
 
 _SYSTEM_HANDLERS: dict[type, Callable[[ActorCell, Any], None]] = {

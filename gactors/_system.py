@@ -23,6 +23,7 @@ from gactors._messages import ActorIdentity, DeadLetter, Identify, Terminated
 from gactors._path import ActorPath
 from gactors._props import Props
 from gactors._ref import ActorRef, DeadLettersRef, LocalActorRef
+from gactors._scheduler import Scheduler
 from gactors._settings import Settings, load_settings
 from gactors._supervision import (
     DefaultSupervisorStrategy,
@@ -214,6 +215,9 @@ class ActorSystem:
         self._async.start(self._on_async)
         self._terminating = False
         self._termination_hooks: list[Callable[[], Any]] = []
+        self.scheduler = Scheduler(self)
+        # Registered first, so it runs last: hooks may still use the scheduler.
+        self._termination_hooks.append(self.scheduler._close)
         self._dead_letter_count = 0
         self._log_filters: list[Callable[[LogEvent], bool]] = []
         self.when_terminated: Future[None] = Future(self._hub, self._tid)

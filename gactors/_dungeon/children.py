@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from gactors import _sysmsg as sm
@@ -27,6 +28,32 @@ class Recreation:
 
     def __init__(self, cause: BaseException) -> None:
         self.cause = cause
+
+
+class ChildrenView(Sequence["ActorRef"]):
+    """The children as a sequence built only when used: handing the whole tuple to
+    every ``handle_child_terminated`` call would make stopping n children O(n^2)."""
+
+    __slots__ = ("_cell", "_refs")
+
+    def __init__(self, cell: CellState) -> None:
+        self._cell = cell
+        self._refs: tuple[ActorRef, ...] | None = None
+
+    def _get(self) -> tuple[ActorRef, ...]:
+        refs = self._refs
+        if refs is None:
+            refs = self._refs = tuple(s.child for s in self._cell.children_stats.values())
+        return refs
+
+    def __getitem__(self, index: Any) -> Any:
+        return self._get()[index]
+
+    def __len__(self) -> int:
+        return len(self._cell.children_stats) if self._refs is None else len(self._refs)
+
+    def __repr__(self) -> str:
+        return f"ChildrenView({list(self._get())!r})"
 
 
 _ALPHABET = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+~"

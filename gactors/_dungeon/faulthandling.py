@@ -16,7 +16,7 @@ from greenlet import GreenletExit
 
 from gactors import _sysmsg as sm
 from gactors._dungeon._state import CellState
-from gactors._dungeon.children import CREATION, TERMINATION, Recreation
+from gactors._dungeon.children import CREATION, TERMINATION, ChildrenView, Recreation
 from gactors.exceptions import (
     ActorInitializationException,
     PostRestartException,
@@ -265,7 +265,7 @@ class FaultHandling(CellState):
         status = self.remove_child_and_get_state_change(ref)
         if self.actor is not None:
             try:
-                self.strategy().handle_child_terminated(self.context, ref, self.children)
+                self.strategy().handle_child_terminated(self.context, ref, ChildrenView(self))
             except FATAL:
                 raise
             except BaseException as e:
@@ -288,7 +288,12 @@ class FaultHandling(CellState):
             self.finish_create()
 
     def instance_discarded(self) -> None:
-        """The current instance is going away (restart or stop): cancel its timers."""
+        """The current instance is going away (restart or stop): cancel its timers and
+        put its stash back at the head of the mailbox (for the next instance, or for
+        dead letters on stop)."""
         timers = self.timers_obj
         if timers is not None:
             timers.cancel_all()
+        stash = self.stash_obj
+        if stash is not None:
+            stash.unstash_all()

@@ -1,0 +1,124 @@
+"""The ``Stash`` mixin: set messages aside and take them back later (SPEC section 10).
+
+The stashed messages live in the actor's cell (``cell.stash_obj``), not in the
+instance, so they survive a restart: when an instance is discarded the cell puts the
+stash back at the head of the mailbox, in order, before the fresh instance processes
+anything (``StashStore.unstash_all`` called from the cell's ``instance_discarded``).
+On stop the same happens just before the mailbox is drained, so stashed messages
+reach dead letters, ahead of the rest of the mailbox.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import TYPE_CHECKING, Any
+
+from gactors.exceptions import IllegalStateError, StashOverflowException
+
+if TYPE_CHECKING:
+    from gactors._cell import ActorCell
+    from gactors._ref import ActorRef
+
+__all__ = ["Stash", "StashStore", "stash_of"]
+
+Envelope = tuple[Any, "ActorRef | None"]
+
+
+class StashStore:
+    """The stashed envelopes of one actor (kept across its incarnations)."""
+
+    __slots__ = ("_cell", "queue")
+
+    def __init__(self, cell: ActorCell) -> None:
+        self._cell = cell
+        self.queue: deque[Envelope] = deque()
+
+    def stash(self) -> None:
+        cell = self._cell
+        envelope = cell.current_envelope
+        if envelope is None:
+            raise IllegalStateError(
+                f"{cell.path}: stash() can only be called while processing a message"
+            )
+        queue = self.queue
+        if queue and queue[-1] is envelope:
+            raise IllegalStateError(f"{cell.path}: cannot stash the same message twice")
+        capacity = cell.system.settings.stash_capacity
+        if capacity is not None and len(queue) >= capacity:
+            raise StashOverflowException(
+                f"{cell.path}: stash capacity ({capacity}, setting stash_capacity) exceeded"
+            )
+        queue.append(envelope)
+
+    def _prepend(self, envelopes: list[Envelope]) -> None:
+        cell = self._cell
+        cell.mailbox.extendleft(reversed(envelopes))
+        if not cell.scheduled and not cell.dead and cell.has_work():
+            cell.dispatcher.schedule(cell)
+
+    def unstash(self) -> None:
+        if self.queue:
+            self._prepend([self.queue.popleft()])
+
+    def unstash_all(self) -> None:
+        queue = self.queue
+        if queue:
+            envelopes = list(queue)
+            queue.clear()
+            self._prepend(envelopes)
+
+    def clear(self) -> list[Any]:
+        messages = [m for m, _ in self.queue]
+        self.queue.clear()
+        return messages
+
+
+def stash_of(cell: ActorCell) -> StashStore:
+    """The cell's stash, created on first use."""
+    store = cell.stash_obj
+    if store is None:
+        store = cell.stash_obj = StashStore(cell)
+    return store  # type: ignore[no-any-return]
+
+
+class Stash:
+    """Mixin giving an actor a stash: ``class Buffering(Stash, Actor): ...``.
+
+    :meth:`stash` keeps the message being processed; :meth:`unstash_all` puts every
+    stashed message back at the head of the mailbox in the order they were stashed.
+    Stashed messages survive restarts (they are processed by the fresh instance before
+    anything else) and go to dead letters when the actor stops. At most
+    ``stash_capacity`` (a setting; ``None``: unbounded) messages can be stashed.
+    """
+
+    __slots__ = ()
+
+    if TYPE_CHECKING:
+        _gactors_cell: ActorCell
+
+    def stash(self) -> None:
+        """Keep the current message for later.
+
+        Raises :class:`~gactors.StashOverflowException` over capacity and
+        :class:`~gactors.IllegalStateError` when the message is already stashed or when
+        no message is being processed.
+        """
+        stash_of(self._gactors_cell).stash()
+
+    def unstash(self) -> None:
+        """Put the oldest stashed message back at the head of the mailbox."""
+        stash_of(self._gactors_cell).unstash()
+
+    def unstash_all(self) -> None:
+        """Put every stashed message back at the head of the mailbox, oldest first."""
+        stash_of(self._gactors_cell).unstash_all()
+
+    def clear_stash(self) -> list[Any]:
+        """Drop every stashed message; returns them, oldest first."""
+        return stash_of(self._gactors_cell).clear()
+
+    @property
+    def stash_size(self) -> int:
+        """How many messages are stashed."""
+        store = self._gactors_cell.stash_obj
+        return len(store.queue) if store is not None else 0

@@ -1,0 +1,315 @@
+"""ActorRef: tell, ask, forward, equality, dead letters, Identify (SPEC section 4)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import gevent
+import pytest
+from conftest import Collector, Echo, Recorder
+from gevent.queue import Queue
+
+import gactors
+from gactors import (
+    Actor,
+    ActorIdentity,
+    ActorSystem,
+    AskTimeoutError,
+    Identify,
+    IllegalStateError,
+    InvalidMessageException,
+    PoisonPill,
+    Props,
+    Status,
+)
+
+
+def test_tell_none_is_rejected(system: ActorSystem) -> None:
+    ref = system.actor_of(Props(Echo))
+    with pytest.raises(InvalidMessageException, match="None"):
+        ref.tell(None)
+    with pytest.raises(InvalidMessageException):
+        ref.ask(None)
+    with pytest.raises(InvalidMessageException):
+        system.dead_letters.tell(None)
+
+
+def test_tell_never_switches_greenlets(system: ActorSystem) -> None:
+    q: Queue = Queue()
+    ref = system.actor_of(Props(Recorder, q))
+    current = gevent.getcurrent()
+    switched = []
+
+    def tracer(event: str, args: Any) -> None:
+        if event in ("switch", "throw") and args[0] is current:
+            switched.append(args)
+
+    import greenlet
+
+    old = greenlet.settrace(tracer)
+    try:
+        for i in range(100):
+            ref.tell(i)
+    finally:
+        greenlet.settrace(old)
+    assert switched == []
+    assert q.get(timeout=2) == 0
+
+
+def test_ask_returns_reply(system: ActorSystem) -> None:
+    ref = system.actor_of(Props(Echo))
+    assert ref.ask({"k": 1}, timeout=2) == {"k": 1}
+
+
+def test_ask_unwraps_status(system: ActorSystem) -> None:
+    class Replier(Actor):
+        def receive(self, message: Any) -> None:
+            if message == "ok":
+                self.sender.tell(Status.Success(42))
+            else:
+                self.sender.tell(Status.Failure(KeyError("nope")))
+
+    ref = system.actor_of(Props(Replier))
+    assert ref.ask("ok", timeout=2) == 42
+    with pytest.raises(KeyError, match="nope"):
+        ref.ask("fail", timeout=2)
+
+
+def test_ask_raises_the_exception_of_the_failing_actor(system: ActorSystem) -> None:
+    err = ValueError("bad input")
+
+    class Failing(Actor):
+        def receive(self, message: Any) -> None:
+            if message == "fail":
+                raise err
+            self.sender.tell("fine")
+
+    ref = system.actor_of(Props(Failing))
+    started = time.monotonic()
+    with pytest.raises(ValueError) as info:
+        ref.ask("fail", timeout=5)
+    assert info.value is err
+    assert time.monotonic() - started < 2  # at once, not after the timeout
+    assert ref.ask("after", timeout=2) == "fine"  # supervision restarted it
+
+
+def test_ask_timeout_and_late_reply_goes_to_dead_letters(
+    system: ActorSystem, dead_letters: Collector
+) -> None:
+    class Late(Actor):
+        def receive(self, message: Any) -> None:
+            gevent.sleep(0.2)
+            self.sender.tell("late")
+
+    ref = system.actor_of(Props(Late))
+    with pytest.raises(AskTimeoutError) as info:
+        ref.ask("q", timeout=0.05)
+    assert isinstance(info.value, TimeoutError)
+    dl = dead_letters.get(timeout=3)
+    assert dl.message == "late" and dl.sender == ref
+
+
+def test_ask_default_timeout_from_settings() -> None:
+    class Silent(Actor):
+        def receive(self, message: Any) -> None:
+            pass
+
+    with ActorSystem("asktimeout", {"default_ask_timeout": 0.05}) as system:
+        ref = system.actor_of(Props(Silent))
+        started = time.monotonic()
+        with pytest.raises(AskTimeoutError):
+            ref.ask("x")
+        assert time.monotonic() - started < 2
+
+
+def test_ask_timeout_validation(system: ActorSystem) -> None:
+    ref = system.actor_of(Props(Echo))
+    for bad in (0, -1, "1", True):
+        with pytest.raises(ValueError, match="timeout"):
+            ref.ask("x", timeout=bad)
+
+
+def test_ask_non_blocking_returns_future(system: ActorSystem) -> None:
+    ref = system.actor_of(Props(Echo))
+    fut = ref.ask("x", timeout=2, block=False)
+    assert isinstance(fut, gactors.Future)
+    assert fut.get(2) == "x" and fut.done() and fut.exception() is None
+
+
+def test_asked_actor_may_keep_sender_and_reply_later(system: ActorSystem) -> None:
+    class Deferred(Actor):
+        def __init__(self) -> None:
+            self.waiting: list[gactors.ActorRef] = []
+
+        def receive(self, message: Any) -> None:
+            if message == "question":
+                self.waiting.append(self.sender)
+            elif message == "answer-now":
+                for s in self.waiting:
+                    s.tell("the answer")
+
+    ref = system.actor_of(Props(Deferred))
+    fut = ref.ask("question", timeout=2, block=False)
+    gevent.sleep(0.02)
+    assert not fut.done()
+    ref.tell("answer-now")
+    assert fut.get(2) == "the answer"
+
+
+def test_actor_cannot_block_asking_itself(system: ActorSystem) -> None:
+    class Narcissus(Actor):
+        def receive(self, message: Any) -> None:
+            if message == "go":
+                try:
+                    self.ref.ask("again", timeout=1)
+                except IllegalStateError as e:
+                    self.sender.tell(str(e))
+
+    ref = system.actor_of(Props(Narcissus))
+    assert "cannot block asking itself" in ref.ask("go", timeout=2)
+
+
+def test_actor_can_ask_another_actor_while_others_run(system: ActorSystem) -> None:
+    echo = system.actor_of(Props(Echo))
+
+    class Asker(Actor):
+        def receive(self, message: Any) -> None:
+            self.sender.tell(echo.ask(message, timeout=2) + "!")
+
+    asker = system.actor_of(Props(Asker))
+    assert asker.ask("hey", timeout=3) == "hey!"
+
+
+def test_forward_keeps_the_original_sender(system: ActorSystem) -> None:
+    echo = system.actor_of(Props(Echo))
+
+    class Middle(Actor):
+        def receive(self, message: Any) -> None:
+            echo.forward(message)
+
+    middle = system.actor_of(Props(Middle))
+    assert middle.ask("through", timeout=2) == "through"
+    with pytest.raises(IllegalStateError, match="inside an actor"):
+        echo.forward("outside")
+
+
+def test_equality_by_path_and_uid(system: ActorSystem) -> None:
+    q: Queue = Queue()
+
+    class Parent(Actor):
+        def receive(self, message: Any) -> None:
+            if message == "make":
+                q.put(self.context.actor_of(Props(Echo), "kid"))
+            elif message == "stop":
+                kid = self.context.child("kid")
+                self.context.watch(kid)
+                self.context.stop(kid)
+            elif isinstance(message, gactors.Terminated):
+                q.put("gone")
+
+    p = system.actor_of(Props(Parent))
+    p.tell("make")
+    first = q.get(timeout=2)
+    p.tell("stop")
+    assert q.get(timeout=2) == "gone"
+    p.tell("make")
+    second = q.get(timeout=2)
+    assert first.path == second.path
+    assert first != second and hash(first) != hash(second) or first != second
+    assert first == first and {first: 1}[first] == 1
+    assert "kid" in repr(first) and str(first) == str(first.path)
+
+
+def test_tell_to_stopped_actor_publishes_dead_letter(
+    system: ActorSystem, dead_letters: Collector
+) -> None:
+    ref = system.actor_of(Props(Echo))
+    assert gactors.pattern.graceful_stop(ref, 2).get(3) is True
+    ref.tell("anyone?")  # never raises
+    dl = dead_letters.get()
+    assert (dl.message, dl.sender, dl.recipient) == ("anyone?", None, ref)
+
+
+def test_dead_letters_ref_publishes(system: ActorSystem, dead_letters: Collector) -> None:
+    system.dead_letters.tell("lost")
+    assert dead_letters.get().message == "lost"
+
+
+def test_dead_letters_logged_then_quiet(caplog: pytest.LogCaptureFixture) -> None:
+    import logging
+
+    with ActorSystem("dlq", {"log_dead_letters": 2}) as system:
+        with caplog.at_level(logging.INFO, logger="gactors.deadletters"):
+            for i in range(5):
+                system.dead_letters.tell(i)
+        records = [r for r in caplog.records if r.name == "gactors.deadletters"]
+    assert len(records) == 2
+    assert "no more dead letters will be logged" in records[-1].getMessage()
+
+
+def test_identify(system: ActorSystem) -> None:
+    ref = system.actor_of(Props(Echo))
+    assert ref.ask(Identify("id-1"), timeout=2) == ActorIdentity("id-1", ref)
+    ref.tell(PoisonPill)
+    gevent.sleep(0.05)
+    answer = ref.ask(Identify("id-2"), timeout=2)
+    assert answer.correlation_id == "id-2" and answer.ref is None
+
+
+def test_pipe_to_and_pattern_ask(system: ActorSystem) -> None:
+    q: Queue = Queue()
+    echo = system.actor_of(Props(Echo))
+    rec = system.actor_of(Props(Recorder, q))
+    fut = gactors.pattern.ask(echo, "piped", 2)
+    gactors.pattern.pipe_to(fut, rec)
+    assert q.get(timeout=2) == "piped"
+
+    class Failing(Actor):
+        def receive(self, message: Any) -> None:
+            raise RuntimeError("nope")
+
+    failing = system.actor_of(Props(Failing))
+    gactors.pattern.pipe_to(gactors.pattern.ask(failing, "x", 2), rec)
+    got = q.get(timeout=2)
+    assert isinstance(got, Status.Failure) and isinstance(got.cause, RuntimeError)
+
+
+def test_graceful_stop_true_and_timeout(system: ActorSystem) -> None:
+    ref = system.actor_of(Props(Echo))
+    assert gactors.pattern.graceful_stop(ref, 2).get(3) is True
+
+    class Stubborn(Actor):
+        def receive(self, message: Any) -> None:
+            pass  # ignores the custom stop message
+
+    s = system.actor_of(Props(Stubborn))
+    fut = gactors.pattern.graceful_stop(s, 0.05, stop_message="please stop")
+    with pytest.raises(AskTimeoutError):
+        fut.get(3)
+    with pytest.raises(ValueError):
+        gactors.pattern.graceful_stop(s, 0)
+
+
+def test_future_callbacks_and_timeout(system: ActorSystem) -> None:
+    echo = system.actor_of(Props(Echo))
+    seen: list[Any] = []
+    fut = echo.ask("cb", timeout=2, block=False)
+    fut.add_done_callback(lambda f: seen.append(f.get()))
+    assert fut.get(2) == "cb"
+    gevent.sleep(0)
+    assert seen == ["cb"]
+    fut.add_done_callback(lambda f: seen.append("late"))  # already done: runs at once
+    assert seen == ["cb", "late"]
+    with pytest.raises(TypeError):
+        fut.add_done_callback(3)  # type: ignore[arg-type]
+
+    class Silent(Actor):
+        def receive(self, message: Any) -> None:
+            pass
+
+    pending = system.actor_of(Props(Silent)).ask("x", timeout=5, block=False)
+    with pytest.raises(TimeoutError):
+        pending.get(0.01)
+    assert not pending.done()
+    assert "pending" in repr(pending)
