@@ -1,0 +1,26 @@
+"""``python -m gactors demo``: a guided tour of supervision, printed as it happens."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m gactors")
+    sub = parser.add_subparsers(dest="command", required=True)
+    demo = sub.add_parser("demo", help="run the supervision tour")
+    demo.add_argument("--fast", action="store_true", help="shorter pauses (for CI)")
+    args = parser.parse_args(argv)
+    if args.command == "demo":
+        from gevent import monkey
+
+        monkey.patch_all()
+        from gactors._demo import run
+
+        return run(fast=args.fast)
+    return 2  # pragma: no cover - argparse rejects other commands
+
+
+if __name__ == "__main__":
+    sys.exit(main())
