@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from gevent.event import Event
 
 from gactors import (
     Actor,
@@ -188,16 +189,43 @@ def test_restart_killed_actors_in_nested_hierarchy(actor_system: ActorSystem, pr
 def test_siblings_queued_messages_survive_the_restart(
     actor_system: ActorSystem, probe: Probe
 ) -> None:
-    # Siblings are suspended before they are restarted; what is in their mailboxes is
-    # processed afterwards by the new instances, exactly once.
-    sup = _afo(actor_system)
-    a, b = _children(sup, probe, ["a", "b"])
+    # A busy sibling's mailbox fills up while the decision is made; it finishes its
+    # current message, is suspended and restarted, and the new instance then processes
+    # every queued message exactly once.
+    decided, gate, busy = Event(), Event(), Event()
+
+    class Sibling(Actor):
+        def __init__(self) -> None:
+            self.count = 0
+            probe.ref.tell("sibling built")
+
+        def receive(self, message: Any) -> None:
+            if message == "block":
+                busy.set()
+                gate.wait(5.0)
+            elif message == "inc":
+                self.count += 1
+            else:
+                self.sender.tell(self.count)
+
+    def decide(exc: BaseException) -> Directive:
+        decided.set()
+        return Directive.RESTART
+
+    sup = actor_system.actor_of(Props(Supervisor, AllForOneStrategy(decide)))
+    a = sup.ask(worker_props(None, "a"), timeout=5.0)
+    b = sup.ask(Props(Sibling), timeout=5.0)
+    probe.expect_msg("sibling built")
     with mute(actor_system, Boom):
-        a.tell(Fail())
+        b.tell("block")
+        assert busy.wait(5.0)
         for _ in range(25):
             b.tell("inc")
-        assert b.ask("get", timeout=5.0) == 25
-    assert b.ask("gen", timeout=5.0) == 1
+        a.tell(Fail())
+        assert decided.wait(5.0)
+        gate.set()
+        probe.expect_msg("sibling built")  # the restart happened ...
+        assert b.ask("get", timeout=5.0) == 25  # ... before the queued messages
 
 
 def test_child_being_stopped_is_left_out(actor_system: ActorSystem, probe: Probe) -> None:

@@ -7,8 +7,10 @@ while failing), SupervisorMiscSpec (the failing child is the sender in the strat
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
+import gevent
 import pytest
 from gevent.event import Event
 
@@ -459,3 +461,98 @@ def test_failure_of_a_child_being_stopped_is_ignored(
     probe.expect_msg("kid stopped")
     probe.expect_no_message()
     assert decided == []
+
+
+# -- stress (SupervisorHierarchySpec "survive being stressed") ------------------------------------
+
+
+class StressFailure(Exception):
+    """Carries the directive the supervisor applies, after ``escalations`` escalations."""
+
+    def __init__(self, directive: Directive, escalations: int) -> None:
+        super().__init__(f"{directive.name} after {escalations} escalation(s)")
+        self.directive = directive
+        self.escalations = escalations
+
+
+def _stress_decider(exc: BaseException) -> Directive:
+    if isinstance(exc, StressFailure):
+        if exc.escalations > 0:
+            exc.escalations -= 1  # the very same object travels up
+            return Directive.ESCALATE
+        return exc.directive
+    return Directive.STOP
+
+
+class Hierarchy(Actor):
+    supervisor_strategy = OneForOneStrategy(_stress_decider)
+
+    def __init__(self, depth: int, breadth: int, errors: list[str], registry: list[Any]) -> None:
+        self.depth = depth
+        self.errors = errors
+        self.failed = False  # this instance failed with RESTART: it must never run again
+        if not self.context.children and depth > 1:
+            for i in range(breadth):
+                child = Props(Hierarchy, depth - 1, breadth, errors, registry)
+                registry.append(self.context.actor_of(child, f"c{i}"))
+
+    def pre_restart(self, reason: BaseException, message: Any) -> None:
+        pass  # keep the children: they are restarted as survivors
+
+    def receive(self, message: Any) -> None:
+        if self.failed:
+            self.errors.append(f"{self.ref.path}: failed instance processed {message!r}")
+        # Suspension travels down one level per hop (each child suspends its own
+        # children when it processes its Suspend), so the invariant is per hop: an
+        # actor never runs while its own parent is failed or suspended.
+        parent = self._gactors_cell.parent_cell
+        if parent.path.name != "user" and (parent.failed is not None or parent.suspend_count):
+            self.errors.append(
+                f"{self.ref.path}: ran while its parent was "
+                f"{'failed' if parent.failed is not None else 'suspended'}"
+            )
+        if isinstance(message, StressFailure):
+            self.failed = message.directive is Directive.RESTART and message.escalations == 0
+            raise message
+        self.sender.tell(("pong", self.ref.path.name))
+
+
+@pytest.mark.parametrize("seed", [1234, 99])
+def test_hierarchy_survives_random_failures(
+    actor_system: ActorSystem, probe: Probe, seed: int
+) -> None:
+    rnd = random.Random(seed)
+    errors: list[str] = []
+    registry: list[Any] = []
+    top = actor_system.actor_of(Props(Hierarchy, 3, 3, errors, registry), "stress")
+    registry.append(top)
+    assert top.ask("ping", timeout=5.0)[0] == "pong"
+    for ref in list(registry):
+        assert ref.ask("ping", timeout=5.0)[0] == "pong"  # all 13 built
+    assert len(registry) == 13
+    depth = {ref: len(ref.path.elements) - 1 for ref in registry}  # top is 1
+    pings = 0
+    with mute(actor_system, StressFailure):
+        for _ in range(600):
+            ref = rnd.choice(registry)
+            if rnd.random() < 0.5:
+                ref.tell("ping", probe.ref)
+                pings += 1
+            else:
+                directive = rnd.choice([Directive.RESUME, Directive.RESTART])
+                # decided inside the tree (the top's own failures go to /user: restart)
+                escalations = rnd.randrange(max(depth[ref] - 1, 1))
+                ref.tell(StressFailure(directive, escalations))
+            if rnd.random() < 0.05:
+                gevent.sleep(0)  # let the tree work now and then, mid-stream
+        for ref in registry:  # at the end every actor must be responsive again
+            ref.tell("ping", probe.ref)
+            pings += 1
+        got = probe.receive_n(pings, timeout=10.0)
+    assert all(g[0] == "pong" for g in got)
+    probe.expect_no_message(0.1)  # answered exactly once
+    assert errors == []
+    probe.watch(top)
+    actor_system.stop(top)
+    probe.expect_terminated(top)
+    assert all(actor_system.lookup(r.path) is None for r in registry)
