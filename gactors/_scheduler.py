@@ -13,9 +13,10 @@ scheduler cancels every outstanding task and refuses new ones.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from datetime import timedelta
 from time import monotonic
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from gactors._ref import ActorRef
 from gactors._threads import get_ident
@@ -247,6 +248,7 @@ class Scheduler:
     ) -> Cancellable:
         first = _seconds(delay, "initial delay" if kind != _ONCE else "delay", positive=False)
         action: Callable[..., Any]
+        args: tuple[Any, ...]
         if isinstance(receiver, ActorRef):
             if message is _MISSING or message is None:
                 raise InvalidMessageException(

@@ -15,8 +15,9 @@ Use it only from inside the actor.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Hashable
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Hashable
+from typing import TYPE_CHECKING, Any
 
 from gactors._messages import NotInfluenceReceiveTimeout
 from gactors._scheduler import _seconds
@@ -49,6 +50,12 @@ class TimerMsgNotInfluenceReceiveTimeout(TimerMsg, NotInfluenceReceiveTimeout):
     envelope does not reset it either)."""
 
     __slots__ = ()
+
+
+def _initial(initial_delay: float | timedelta | None, default: float) -> float:
+    if initial_delay is None:
+        return default
+    return _seconds(initial_delay, "initial_delay", positive=False)
 
 
 class _Timer:
@@ -90,7 +97,7 @@ class TimerScheduler:
         """Send ``message`` every ``delay`` seconds (first after ``initial_delay``,
         default ``delay``), measuring each delay from the previous send."""
         d = _seconds(delay, "delay", positive=True)
-        first = d if initial_delay is None else _seconds(initial_delay, "initial_delay", positive=False)
+        first = _initial(initial_delay, d)
         self._start(key, message, first, ("delay", d))
 
     def start_timer_at_fixed_rate(
@@ -103,7 +110,7 @@ class TimerScheduler:
         """Send ``message`` every ``interval`` seconds (first after ``initial_delay``,
         default ``interval``), on a fixed grid: a late send does not shift the next."""
         i = _seconds(interval, "interval", positive=True)
-        first = i if initial_delay is None else _seconds(initial_delay, "initial_delay", positive=False)
+        first = _initial(initial_delay, i)
         self._start(key, message, first, ("rate", i))
 
     def is_timer_active(self, key: Hashable) -> bool:

@@ -314,7 +314,7 @@ class TestProbe:
         return f"<TestProbe {self.ref.path}>"
 
 
-# -- log events -------------------------------------------------------------------------------------
+# -- log events ---------------------------------------------------------------------------------
 def _level(level: int | str | None) -> int | None:
     if level is None or (isinstance(level, int) and not isinstance(level, bool)):
         return level
@@ -379,9 +379,9 @@ class EventFilter:
             return False
         self.events.append(event)
         enough = self._enough
-        if enough is not None and self.occurrences is not None:
-            if len(self.events) >= self.occurrences:
-                enough._set_result(None)
+        occurrences = self.occurrences
+        if enough is not None and occurrences is not None and len(self.events) >= occurrences:
+            enough._set_result(None)
         return True
 
     def _describe(self) -> str:
