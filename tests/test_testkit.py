@@ -1,0 +1,443 @@
+"""gactors.testkit: TestProbe, event_filter, time dilation, and the pytest plugin."""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+import time
+from typing import Any
+
+import gevent
+import pytest
+
+from gactors import (
+    Actor,
+    ActorSystem,
+    DeadLetter,
+    LogEvent,
+    PoisonPill,
+    Props,
+    Terminated,
+)
+from gactors.testkit import TestProbe, dilated, event_filter, time_factor
+
+pytest_plugins = ["pytester"]
+
+
+class Echo(Actor):
+    def receive(self, message: Any) -> None:
+        self.sender.tell(message)
+
+
+class Forwarder(Actor):
+    """Tells everything it gets to ``target``, keeping itself as the sender."""
+
+    def __init__(self, target: Any) -> None:
+        self.target = target
+
+    def receive(self, message: Any) -> None:
+        self.target.tell(message)
+
+
+class Failing(Actor):
+    def receive(self, message: Any) -> None:
+        raise ValueError(f"bad {message}")
+
+
+class FailOnInt(Actor):
+    """Fails on ints, echoes anything else: an echo proves earlier failures were handled
+    (the parent logs a failure before it restarts the child)."""
+
+    def receive(self, message: Any) -> None:
+        if isinstance(message, int):
+            raise ValueError(f"bad {message}")
+        self.sender.tell(message)
+
+
+# -- TestProbe ------------------------------------------------------------------------------------
+def test_probe_ref_is_an_actor_under_system(probe: TestProbe) -> None:
+    assert probe.ref.path.elements[0] == "system"
+    assert probe.ref.path.name.startswith("testProbe-")
+
+
+def test_expect_msg_returns_the_message_and_records_sender(
+    actor_system: ActorSystem, probe: TestProbe
+) -> None:
+    echo = actor_system.actor_of(Props(Echo), "echo")
+    probe.send(echo, "hello")
+    assert probe.expect_msg("hello") == "hello"
+    assert probe.last_sender == echo
+    assert probe.last_message == "hello"
+
+
+def test_expect_msg_mismatch_fails_with_both_values(probe: TestProbe) -> None:
+    probe.ref.tell("actual")
+    with pytest.raises(AssertionError, match=r"expected 'wanted', found 'actual'"):
+        probe.expect_msg("wanted")
+
+
+def test_expect_msg_timeout_fails(probe: TestProbe) -> None:
+    with pytest.raises(AssertionError, match=r"timeout \(0\.05 s\) during expect_msg"):
+        probe.expect_msg("never", timeout=0.05)
+
+
+def test_expect_msg_type(probe: TestProbe) -> None:
+    probe.ref.tell(42)
+    assert probe.expect_msg_type(int) == 42
+    probe.ref.tell("text")
+    with pytest.raises(AssertionError, match=r"expected a int, found str 'text'"):
+        probe.expect_msg_type(int)
+    probe.ref.tell(1.5)
+    assert probe.expect_msg_type((int, float)) == 1.5
+
+
+def test_expect_msg_any_of(probe: TestProbe) -> None:
+    probe.ref.tell("b")
+    assert probe.expect_msg_any_of("a", "b") == "b"
+    probe.ref.tell("c")
+    with pytest.raises(AssertionError, match="expected one of"):
+        probe.expect_msg_any_of("a", "b")
+
+
+def test_expect_no_message(probe: TestProbe) -> None:
+    probe.expect_no_message(0.05)
+    probe.ref.tell("surprise")
+    with pytest.raises(AssertionError, match=r"expected no message .* received 'surprise'"):
+        probe.expect_no_message(0.05)
+
+
+def test_receive_n_in_order_and_partial_timeout(probe: TestProbe) -> None:
+    for i in range(5):
+        probe.ref.tell(i)
+    assert probe.receive_n(5) == [0, 1, 2, 3, 4]
+    probe.ref.tell("only")
+    with pytest.raises(AssertionError, match=r"waiting for 2 messages \(got 1: \['only'\]\)"):
+        probe.receive_n(2, timeout=0.1)
+
+
+def test_fish_for_message_skips_until_predicate(probe: TestProbe) -> None:
+    for m in ["a", 1, "b", 2, "c"]:
+        probe.ref.tell(m)
+    assert probe.fish_for_message(lambda m: isinstance(m, int) and m > 1) == 2
+    assert probe.receive_one() == "c"  # what follows the fish is still there
+    with pytest.raises(AssertionError, match=r"fish_for_message; 1 message\(s\) did not match"):
+        probe.ref.tell("x")
+        probe.fish_for_message(lambda m: False, timeout=0.1)
+
+
+def test_reply_goes_to_last_sender(actor_system: ActorSystem, probe: TestProbe) -> None:
+    other = TestProbe(actor_system)
+    forwarder = actor_system.actor_of(Props(Forwarder, other.ref))
+    forwarder.tell("ping")
+    other.expect_msg("ping")
+    assert other.last_sender == forwarder
+
+    probe.send(other.ref, "question")
+    other.expect_msg("question")
+    other.reply("answer")
+    probe.expect_msg("answer")
+    assert probe.last_sender == other.ref
+
+
+def test_reply_without_sender_fails(probe: TestProbe) -> None:
+    probe.ref.tell("anonymous", None)
+    probe.expect_msg("anonymous")
+    with pytest.raises(AssertionError, match="no sender"):
+        probe.reply("nobody")
+
+
+def test_forward_keeps_original_sender(actor_system: ActorSystem, probe: TestProbe) -> None:
+    middle = TestProbe(actor_system)
+    echo = actor_system.actor_of(Props(Echo))
+    probe.send(middle.ref, "hop")
+    middle.expect_msg("hop")
+    middle.forward(echo)  # echo answers the original sender: probe
+    probe.expect_msg("hop")
+    assert probe.last_sender == echo
+
+
+def test_watch_and_expect_terminated(actor_system: ActorSystem, probe: TestProbe) -> None:
+    echo = actor_system.actor_of(Props(Echo))
+    assert probe.watch(echo) == echo
+    echo.tell(PoisonPill)
+    t = probe.expect_terminated(echo)
+    assert isinstance(t, Terminated) and t.actor == echo and t.existence_confirmed
+
+
+def test_expect_terminated_of_another_actor_fails(
+    actor_system: ActorSystem, probe: TestProbe
+) -> None:
+    a = actor_system.actor_of(Props(Echo))
+    b = actor_system.actor_of(Props(Echo))
+    probe.watch(a)
+    a.tell(PoisonPill)
+    with pytest.raises(AssertionError, match=r"expected Terminated\(.*\), found Terminated"):
+        probe.expect_terminated(b)
+
+
+def test_unwatch_prevents_terminated(actor_system: ActorSystem, probe: TestProbe) -> None:
+    echo = actor_system.actor_of(Props(Echo))
+    probe.watch(echo)
+    probe.unwatch(echo)
+    actor_system.stop(echo)
+    other = TestProbe(actor_system)
+    other.watch(echo)  # a second watcher proves the stop happened
+    other.expect_terminated(echo)
+    probe.expect_no_message(0.1)
+
+
+def test_watch_dead_actor_gets_unconfirmed_terminated(
+    actor_system: ActorSystem, probe: TestProbe
+) -> None:
+    echo = actor_system.actor_of(Props(Echo))
+    probe.watch(echo)
+    echo.tell(PoisonPill)
+    probe.expect_terminated(echo)
+    late = TestProbe(actor_system)
+    late.watch(echo)
+    assert late.expect_terminated(echo).existence_confirmed is False
+
+
+def test_probe_works_from_a_foreign_thread(actor_system: ActorSystem, probe: TestProbe) -> None:
+    echo = actor_system.actor_of(Props(Echo))
+    result: list[Any] = []
+
+    def run() -> None:
+        try:
+            probe.send(echo, "from-thread")
+            result.append(probe.expect_msg("from-thread", timeout=5))
+        except BaseException as e:  # reported to the test below
+            result.append(e)
+
+    t = threading.Thread(target=run)
+    t.start()
+    # The test greenlet must let the hub run while the thread waits (join() would not).
+    deadline = time.monotonic() + 10
+    while t.is_alive() and time.monotonic() < deadline:
+        gevent.sleep(0.01)
+    assert not t.is_alive()
+    assert result == ["from-thread"]
+
+
+def test_invalid_timeouts(probe: TestProbe) -> None:
+    with pytest.raises(ValueError):
+        probe.expect_msg("x", timeout=-1)
+    with pytest.raises(ValueError):
+        probe.receive_n(-1)
+
+
+# -- time factor ----------------------------------------------------------------------------------
+def test_time_factor_scales_timeouts(monkeypatch: pytest.MonkeyPatch, probe: TestProbe) -> None:
+    monkeypatch.setenv("GACTORS_TEST_TIMEFACTOR", "2.5")
+    assert time_factor() == 2.5
+    assert dilated(2) == 5.0
+    with pytest.raises(AssertionError, match=r"timeout \(0\.1 s\)"):
+        probe.receive_one(timeout=0.04)
+    monkeypatch.setenv("GACTORS_TEST_TIMEFACTOR", "0.05")
+    with pytest.raises(AssertionError, match=r"timeout \(0\.1 s\) during expect_msg"):
+        probe.expect_msg("x", timeout=2.0)
+    with pytest.raises(AssertionError, match=r"timeout \(0\.15 s\)"):
+        probe.receive_one()  # the default, 3 s, is scaled too
+
+
+def test_time_factor_default_and_invalid(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("GACTORS_TEST_TIMEFACTOR", raising=False)
+    assert time_factor() == 1.0
+    for bad in ["zero", "0", "-1", "inf"]:
+        monkeypatch.setenv("GACTORS_TEST_TIMEFACTOR", bad)
+        with pytest.raises(ValueError, match="GACTORS_TEST_TIMEFACTOR"):
+            time_factor()
+
+
+# -- event_filter ---------------------------------------------------------------------------------
+def _collect_logs(system: ActorSystem) -> list[LogEvent]:
+    seen: list[LogEvent] = []
+    system.event_stream.subscribe(seen.append, LogEvent)
+    return seen
+
+
+def test_event_filter_swallows_matching_events(actor_system: ActorSystem) -> None:
+    seen = _collect_logs(actor_system)
+    failing = actor_system.actor_of(Props(Failing), "failing")
+    with event_filter(actor_system, ValueError, occurrences=2) as f:
+        failing.tell(1)
+        failing.tell(2)
+    assert [type(e.cause) for e in f.events] == [ValueError, ValueError]
+    assert all(e.source == str(failing.path) for e in f.events)
+    assert [e for e in seen if isinstance(e.cause, ValueError)] == []
+
+
+def test_event_filter_lets_other_events_through(
+    actor_system: ActorSystem, probe: TestProbe
+) -> None:
+    seen = _collect_logs(actor_system)
+    a = actor_system.actor_of(Props(FailOnInt))
+    with (
+        pytest.raises(AssertionError, match="timeout waiting for 1 log event"),
+        event_filter(actor_system, KeyError, timeout=0.2),
+    ):
+        a.tell(1)
+        probe.send(a, "sync")
+        probe.expect_msg("sync")
+    assert [str(e.cause) for e in seen if isinstance(e.cause, ValueError)] == ["bad 1"]
+
+
+def test_event_filter_fails_on_excess(actor_system: ActorSystem, probe: TestProbe) -> None:
+    a = actor_system.actor_of(Props(FailOnInt))
+    with (
+        pytest.raises(AssertionError, match=r"expected 1 log event\(s\).*got 2 \(excess\)"),
+        event_filter(actor_system, ValueError, occurrences=1),
+    ):
+        a.tell(1)
+        a.tell(2)
+        probe.send(a, "sync")
+        probe.expect_msg("sync")  # both failures have been logged by now
+
+
+def test_event_filter_by_message_level_and_source(actor_system: ActorSystem) -> None:
+    a = actor_system.actor_of(Props(Failing), "a")
+    b = actor_system.actor_of(Props(Failing), "b")
+    with event_filter(actor_system, message="bad 7", level="ERROR", source=a) as f:
+        b.tell(7)  # other source: passes through
+        a.tell(7)
+    assert len(f.events) == 1 and f.events[0].source == str(a.path)
+    with event_filter(actor_system, message=re.compile(r"bad \d+"), level=logging.ERROR):
+        a.tell(8)
+    # a level that does not match is not counted:
+    with (
+        pytest.raises(AssertionError),
+        event_filter(actor_system, ValueError, level=logging.WARNING, timeout=0.2),
+    ):
+        a.tell(9)
+
+
+def test_event_filter_occurrences_none_swallows_any_number(actor_system: ActorSystem) -> None:
+    seen = _collect_logs(actor_system)
+    failing = actor_system.actor_of(Props(Failing))
+    probe = TestProbe(actor_system)
+    with event_filter(actor_system, ValueError, occurrences=None) as f:
+        for i in range(3):
+            failing.tell(i)
+        probe.send(failing, PoisonPill)
+        probe.watch(failing)
+        probe.expect_terminated(failing)
+    assert len(f.events) == 3
+    assert not [e for e in seen if isinstance(e.cause, ValueError)]
+
+
+def test_event_filter_is_removed_after_an_exception(actor_system: ActorSystem) -> None:
+    with pytest.raises(RuntimeError), event_filter(actor_system, ValueError):
+        raise RuntimeError("inside")
+    assert actor_system._log_filters == []
+
+
+def test_event_filter_dead_letters(actor_system: ActorSystem) -> None:
+    seen: list[Any] = []
+    actor_system.event_stream.subscribe(seen.append, DeadLetter)
+    echo = actor_system.actor_of(Props(Echo))
+    probe = TestProbe(actor_system)
+    probe.watch(echo)
+    echo.tell(PoisonPill)
+    probe.expect_terminated(echo)
+    with event_filter(actor_system, message="was not delivered", level="INFO"):
+        echo.tell("late")
+    # The log record is swallowed, the DeadLetter event itself is still published.
+    assert [d.message for d in seen] == ["late"]
+
+
+# -- the pytest plugin ----------------------------------------------------------------------------
+_CONFTEST = """
+from importlib.metadata import entry_points
+_PLUGIN = "gactors.testkit._pytest_plugin"
+if not any(ep.value == _PLUGIN for ep in entry_points(group="pytest11")):
+    pytest_plugins = [_PLUGIN]
+"""
+
+
+def test_plugin_fixtures_in_a_user_project(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest(_CONFTEST)
+    pytester.makepyfile(
+        """
+        import pytest
+        from gactors import Actor, ActorSystem, Props
+        from gactors.testkit import TestProbe
+
+        seen = []
+
+        class Echo(Actor):
+            def receive(self, message):
+                self.sender.tell(message)
+
+        def test_first(actor_system, probe):
+            seen.append(actor_system)
+            assert isinstance(actor_system, ActorSystem)
+            assert actor_system.name == "test_first"
+            assert isinstance(probe, TestProbe) and probe.system is actor_system
+            probe.send(actor_system.actor_of(Props(Echo)), "hi")
+            probe.expect_msg("hi")
+
+        def test_second(actor_system):
+            assert seen[0].is_terminated
+            assert actor_system is not seen[0] and not actor_system.is_terminated
+
+        @pytest.mark.gactors_config(stash_capacity=7)
+        def test_marker(actor_system):
+            assert actor_system.settings.stash_capacity == 7
+
+        @pytest.mark.parametrize("n", [1])
+        def test_odd_name(actor_system, n):
+            assert actor_system.name == "test_odd_name-1"
+        """
+    )
+    # A directory whose conftest overrides the settings fixture.
+    sub = pytester.mkpydir("sub")
+    (sub / "conftest.py").write_text(
+        "import pytest\n\n"
+        "@pytest.fixture\n"
+        "def actor_system_config():\n"
+        "    return {'default_ask_timeout': 1.5, 'stash_capacity': 3}\n"
+    )
+    (sub / "test_sub.py").write_text(
+        "import pytest\n\n"
+        "def test_config(actor_system):\n"
+        "    assert actor_system.settings.default_ask_timeout == 1.5\n"
+        "    assert actor_system.settings.stash_capacity == 3\n\n"
+        "@pytest.mark.gactors_config({'stash_capacity': 9})\n"
+        "def test_marker_wins(actor_system):\n"
+        "    assert actor_system.settings.stash_capacity == 9\n"
+        "    assert actor_system.settings.default_ask_timeout == 1.5\n"
+    )
+    result = pytester.runpytest_inprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=6)
+
+
+def test_plugin_fails_test_whose_system_cannot_terminate(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest(_CONFTEST)
+    pytester.makepyfile(
+        """
+        import gevent
+        import pytest
+        from gactors import Actor, Props
+
+        class Stubborn(Actor):
+            def receive(self, message):
+                pass
+
+            def post_stop(self):
+                gevent.sleep(30)  # the stop never finishes in time
+
+        @pytest.mark.gactors_config(shutdown_timeout=0.3)
+        def test_hangs(actor_system):
+            actor_system.actor_of(Props(Stubborn), "stubborn")
+        """
+    )
+    # A subprocess: the stuck actor must not outlive this test in our own hub.
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", timeout=60)
+    result.assert_outcomes(passed=1, errors=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*actor system 'test_hangs' did not terminate within 0.3 s*actors still alive:*",
+            "*stubborn*mailbox=*",
+        ]
+    )
