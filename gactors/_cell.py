@@ -294,6 +294,8 @@ class ActorCell(Children, DeathWatch, FaultHandling, ReceiveTimeout):
         me = self.ref
         while mailbox:
             message, sender = mailbox.popleft()
+            if isinstance(message, TimerMsg):
+                continue  # its timer was cancelled with the instance: never delivered
             dead_letter(message, sender, me)
 
     # -- the instance -----------------------------------------------------------------------------
