@@ -6,6 +6,7 @@ import logging
 import re
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import gevent
@@ -408,8 +409,23 @@ def test_plugin_fixtures_in_a_user_project(pytester: pytest.Pytester) -> None:
         "    assert actor_system.settings.stash_capacity == 9\n"
         "    assert actor_system.settings.default_ask_timeout == 1.5\n"
     )
+    # The user project of docs/testing.md, verbatim.
+    for path, code in _doc_files().items():
+        target = pytester.path / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(code)
+    (pytester.path / "myapp" / "__init__.py").write_text("")
     result = pytester.runpytest_inprocess("-p", "no:cacheprovider")
-    result.assert_outcomes(passed=6)
+    result.assert_outcomes(passed=9)
+
+
+def _doc_files() -> dict[str, str]:
+    """The files of the "A first test" example in docs/testing.md, by path."""
+    text = (Path(__file__).parent.parent / "docs" / "testing.md").read_text()
+    blocks = re.findall(r"```python\n# (\S+\.py)\n(.*?)```", text, re.S)
+    files = {path: code for path, code in blocks}
+    assert set(files) == {"myapp/actors.py", "tests/test_greeter.py"}
+    return files
 
 
 def test_plugin_fails_test_whose_system_cannot_terminate(pytester: pytest.Pytester) -> None:
