@@ -1,0 +1,761 @@
+"""The benchmark harness: ``python -m benchmarks [options]``.
+
+Runs every (implementation, workload) pair in a fresh subprocess, interleaving the
+implementations round by round (A B C A B C ...), then prints per-workload medians,
+the ratio of gactors to the best peer and to the raw gevent limit, and the project's
+performance targets with PASS/MISS. Uses the standard library only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import importlib.util
+import json
+import os
+import platform
+import queue
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .spec import (
+    ACTOR_WORKLOADS,
+    ALL_WORKLOADS,
+    IMPLS,
+    PEERS,
+    PLOT_VENV,
+    RAW_REFERENCE,
+    RAW_ROWS,
+    RAW_WORKLOADS,
+    ROWS,
+    Impl,
+    Row,
+)
+from .venvs import VenvError, ensure_venv
+
+BENCH_DIR = Path(__file__).resolve().parent
+REPO_ROOT = BENCH_DIR.parent
+NA = "n/a"
+# How long a worker may take to tear down after printing its result before it is killed.
+SHUTDOWN_GRACE_S = 60.0
+
+
+@dataclass
+class Run:
+    """The outcome of one subprocess: metrics, or why there are none."""
+
+    impl: str
+    workload: str
+    round: int
+    wall_s: float
+    metrics: dict[str, float] = field(default_factory=dict)
+    error: str = ""
+    warning: str = ""
+    versions: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        """True when the run produced metrics."""
+        return bool(self.metrics) and not self.error
+
+
+@dataclass
+class Runtime:
+    """How to launch one implementation's worker, or why it is unavailable."""
+
+    impl: Impl
+    python: str = ""
+    env: dict[str, str] = field(default_factory=dict)
+    unavailable: str = ""
+
+
+# ---------------------------------------------------------------- command line
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """Parse the harness command line."""
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks",
+        description="Benchmark gactors against Pykka and raw gevent limits.",
+    )
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="smoke test: every count / 50, one round, 60 s per subprocess",
+    )
+    parser.add_argument("--rounds", type=int, default=None, help="rounds (default 3; quick 1)")
+    parser.add_argument(
+        "--only",
+        default="",
+        help=f"comma-separated implementations (of {','.join(IMPLS)})",
+    )
+    parser.add_argument(
+        "--workloads",
+        default="",
+        help=f"comma-separated workloads (of {','.join(ALL_WORKLOADS)})",
+    )
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=None,
+        help="seconds per subprocess (default 300; quick 60)",
+    )
+    parser.add_argument("--json", metavar="PATH", help="write all results as JSON")
+    parser.add_argument("--plot", metavar="PATH", help="write a bar chart (PNG) of the medians")
+    parser.add_argument("--list", action="store_true", help="list workloads and exit")
+    args = parser.parse_args(argv)
+    if args.rounds is None:
+        args.rounds = 1 if args.quick else 3
+    if args.rounds < 1:
+        parser.error("--rounds must be at least 1")
+    if args.timeout is None:
+        args.timeout = 60.0 if args.quick else 300.0
+    args.impls = _split(args.only, IMPLS, parser, "--only") or list(IMPLS)
+    args.workload_names = _split(args.workloads, ALL_WORKLOADS, parser, "--workloads") or list(
+        ALL_WORKLOADS
+    )
+    return args
+
+
+def _split(
+    value: str, known: dict[str, Any], parser: argparse.ArgumentParser, opt: str
+) -> list[str]:
+    names = [v.strip() for v in value.split(",") if v.strip()]
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        parser.error(f"{opt}: unknown {', '.join(unknown)} (known: {', '.join(known)})")
+    return names
+
+
+# ---------------------------------------------------------------- preparation
+
+
+def _gactors_runtime(impl: Impl) -> Runtime:
+    """gactors runs in this interpreter, importing the same gactors the parent would."""
+    spec = importlib.util.find_spec("gactors")
+    env = dict(os.environ)
+    if spec is not None and spec.origin:
+        pkg_parent = str(Path(spec.origin).resolve().parent.parent)
+        env["PYTHONPATH"] = os.pathsep.join(
+            p for p in (pkg_parent, os.environ.get("PYTHONPATH", "")) if p
+        )
+    else:
+        return Runtime(impl, unavailable="gactors is not importable from this interpreter")
+    check = subprocess.run(
+        [sys.executable, "-c", "from gactors import ActorSystem, Actor, Props, PoisonPill"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    if check.returncode != 0:
+        tail = check.stderr.strip().splitlines()[-1:] or ["(no output)"]
+        return Runtime(impl, unavailable=f"import gactors failed: {tail[0]}")
+    return Runtime(impl, python=sys.executable, env=env)
+
+
+def prepare(impl_names: list[str]) -> dict[str, Runtime]:
+    """Find or build the interpreter for every selected implementation."""
+    runtimes: dict[str, Runtime] = {}
+    base_env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    for name in impl_names:
+        impl = IMPLS[name]
+        if name == "gactors":
+            runtimes[name] = _gactors_runtime(impl)
+        elif impl.venv is None:
+            runtimes[name] = Runtime(impl, python=sys.executable, env=base_env)
+        else:
+            try:
+                python = ensure_venv(impl.venv)
+            except VenvError as exc:
+                runtimes[name] = Runtime(impl, unavailable=f"venv: {exc}")
+            else:
+                runtimes[name] = Runtime(impl, python=str(python), env=base_env)
+    return runtimes
+
+
+def schedule(impl_names: list[str], workload_names: list[str]) -> list[tuple[str, str]]:
+    """The (implementation, workload) pairs of one round, in run order.
+
+    For each actor workload every selected implementation runs in turn, followed by the
+    raw limit that bounds it, so that a round interleaves A B C A B C ...
+    """
+    tasks: list[tuple[str, str]] = []
+    wanted_raw = [w for w in workload_names if w in RAW_WORKLOADS]
+    done_raw: set[str] = set()
+    for w in workload_names:
+        if w not in ACTOR_WORKLOADS:
+            continue
+        tasks.extend((i, w) for i in impl_names if i != "raw" and w in IMPLS[i].workloads)
+        ref = RAW_REFERENCE.get(w)
+        if "raw" in impl_names and ref and ref not in done_raw:
+            tasks.append(("raw", ref))
+            done_raw.add(ref)
+    if "raw" in impl_names:
+        tasks.extend(("raw", w) for w in wanted_raw if w not in done_raw)
+    return tasks
+
+
+# ---------------------------------------------------------------- running
+
+
+@dataclass
+class Outcome:
+    """What a worker process printed and how it ended."""
+
+    result: dict[str, Any] | None = None
+    after: dict[str, float] = field(default_factory=dict)
+    stderr: str = ""
+    stdout_other: str = ""
+    code: int | None = None
+    timed_out: bool = False  # no result within the time limit
+    killed_after_result: bool = False  # result arrived, teardown exceeded the grace time
+
+
+def _pump(stream: Any, sink: queue.Queue[str | None]) -> None:
+    for line in stream:
+        sink.put(line)
+    sink.put(None)
+
+
+def execute(cmd: list[str], env: dict[str, str], timeout: float, grace: float) -> Outcome:
+    """Run a worker, reading its stdout as it comes.
+
+    Waits up to ``timeout`` seconds for the result line, then up to ``grace`` seconds
+    for the process to finish its teardown (reading any ``{"after": ...}`` line) before
+    killing it. Returns everything that was seen.
+    """
+    out = Outcome()
+    proc = subprocess.Popen(
+        cmd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=str(BENCH_DIR),
+        env=env,
+    )
+    lines: queue.Queue[str | None] = queue.Queue()
+    errs: list[str] = []
+    t_out = threading.Thread(target=_pump, args=(proc.stdout, lines), daemon=True)
+    t_err = threading.Thread(target=errs.extend, args=(proc.stderr,), daemon=True)
+    t_out.start()
+    t_err.start()
+    deadline = time.monotonic() + timeout
+    other: list[str] = []
+    eof = False
+    while not eof:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            break
+        try:
+            line = lines.get(timeout=left)
+        except queue.Empty:
+            break
+        if line is None:
+            eof = True
+            break
+        data = _json_line(line)
+        if data is None:
+            other.append(line)
+        elif "after" in data:
+            out.after.update({k: float(v) for k, v in data["after"].items()})
+        elif "workload" in data and out.result is None:
+            out.result = data
+            # The measurement is done: what is left (teardown) gets the grace time.
+            deadline = min(deadline, time.monotonic() + grace)
+    if eof:
+        try:
+            out.code = proc.wait(timeout=max(1.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            pass
+    if out.code is None:
+        proc.kill()
+        proc.wait()
+        if out.result is None:
+            out.timed_out = True
+        else:
+            out.killed_after_result = True
+    t_err.join(timeout=5)
+    t_out.join(timeout=5)
+    out.stderr = "".join(errs)
+    out.stdout_other = "".join(other)
+    return out
+
+
+def _json_line(line: str) -> dict[str, Any] | None:
+    line = line.strip()
+    if not line.startswith("{"):
+        return None
+    try:
+        data = json.loads(line)
+    except ValueError:
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _tail(text: str, lines: int = 25) -> str:
+    return "\n".join(text.strip().splitlines()[-lines:])
+
+
+def run_one(rt: Runtime, workload: str, rnd: int, quick: bool, timeout: float) -> Run:
+    """Run one workload of one implementation in a fresh subprocess."""
+    n, per = ALL_WORKLOADS[workload].counts(quick)
+    cmd = [
+        rt.python,
+        str(BENCH_DIR / rt.impl.worker),
+        workload,
+        str(n),
+        "--per",
+        str(per),
+        "--impl",
+        rt.impl.name,
+    ]
+    grace = min(timeout, SHUTDOWN_GRACE_S)
+    started = time.perf_counter()
+    out = execute(cmd, rt.env, timeout, grace)
+    run = Run(rt.impl.name, workload, rnd, time.perf_counter() - started)
+    data = out.result
+    if data is not None and "na" in data:
+        run.error = f"{NA}: {data['na']}"
+        return run
+    if data is not None and data.get("metrics"):
+        run.metrics = {k: float(v) for k, v in data["metrics"].items()}
+        run.metrics.update(out.after)
+        run.versions = {k: str(v) for k, v in data.get("versions", {}).items()}
+        if out.killed_after_result:
+            run.warning = (
+                f"measured, but teardown (actor system termination) did not finish within "
+                f"{grace:.0f} s of the result; killed"
+            )
+        elif out.code:
+            run.warning = f"measured, but the process exited with {out.code}:\n{_tail(out.stderr)}"
+        return run
+    if out.timed_out:
+        run.error = f"timeout after {timeout:.0f} s\n{_tail(out.stderr)}"
+    else:
+        run.error = f"exit {out.code}, no result\n{_tail(out.stderr or out.stdout_other)}"
+    return run
+
+
+def _summary(run: Run) -> str:
+    if not run.ok:
+        return run.error.splitlines()[0] if run.error else "no result"
+    parts = []
+    for key, value in run.metrics.items():
+        if key in ("p90_us", "min_us"):
+            continue
+        parts.append(f"{key}={_fmt_metric(key, value)}")
+    return " ".join(parts) + (" (warning)" if run.warning else "")
+
+
+def _fmt_metric(key: str, value: float) -> str:
+    if key == "rate":
+        return f"{value:,.0f}/s"
+    if key.endswith("_us"):
+        return f"{value:,.1f}µs"
+    if key == "seconds" or key.endswith("_s"):
+        return f"{value:.3f}s"
+    return f"{value:,.0f}"
+
+
+# ---------------------------------------------------------------- analysis
+
+
+Medians = dict[str, dict[str, dict[str, float]]]  # workload -> impl -> metric -> median
+
+
+def medians(runs: list[Run]) -> Medians:
+    """Median of every metric over the successful runs of each (workload, impl)."""
+    grouped: dict[tuple[str, str], list[Run]] = {}
+    for run in runs:
+        if run.ok:
+            grouped.setdefault((run.workload, run.impl), []).append(run)
+    out: Medians = {}
+    for (workload, impl), group in grouped.items():
+        keys = {k for r in group for k in r.metrics}
+        out.setdefault(workload, {})[impl] = {
+            k: statistics.median(r.metrics[k] for r in group if k in r.metrics) for k in keys
+        }
+    return out
+
+
+def value(med: Medians, workload: str, impl: str, metric: str) -> float | None:
+    """The median of one metric, or None."""
+    return med.get(workload, {}).get(impl, {}).get(metric)
+
+
+def advantage(g: float | None, other: float | None, higher_better: bool) -> float | None:
+    """How many times better gactors is than ``other`` (> 1 means gactors is better)."""
+    if g is None or other is None or g <= 0 or other <= 0:
+        return None
+    return g / other if higher_better else other / g
+
+
+def best_peer(med: Medians, row: Row, peers: list[str]) -> tuple[str, float] | None:
+    """The best peer's median for ``row`` (highest rate or lowest time/size)."""
+    found = [(p, v) for p in peers if (v := value(med, row.workload, p, row.metric)) is not None]
+    if not found:
+        return None
+    pick = max if row.higher_better else min
+    return pick(found, key=lambda pv: pv[1])
+
+
+def _fmt(v: float | None, unit: str) -> str:
+    if v is None:
+        return NA
+    if unit == "s":
+        return f"{v:.3f}"
+    if unit == "µs":
+        return f"{v:,.1f}"
+    return f"{v:,.0f}"
+
+
+def _fmt_ratio(r: float | None) -> str:
+    return NA if r is None else f"{r:.2f}x"
+
+
+def _cell(med: Medians, runs: list[Run], row: Row, impl: str, unit: str) -> str:
+    v = value(med, row.workload, impl, row.metric)
+    if v is not None:
+        return _fmt(v, unit)
+    reason = IMPLS[impl].na.get(row.workload)
+    if reason:
+        return NA
+    mine = [r for r in runs if r.impl == impl and r.workload == row.workload]
+    if not mine:
+        return "-"
+    if any(r.error.startswith("timeout") for r in mine):
+        return "timeout"
+    return "error"
+
+
+def table(med: Medians, runs: list[Run], impls: list[str]) -> list[list[str]]:
+    """The results table as rows of cells (first row is the header)."""
+    actor_impls = [i for i in impls if i != "raw"]
+    peers = [p for p in PEERS if p in impls]
+    header = ["workload", "unit", *actor_impls, "raw limit", "vs best peer", "vs raw"]
+    rows = [header]
+    for row in ROWS:
+        if row.workload not in med and not any(r.workload == row.workload for r in runs):
+            continue
+        cells = [row.label, row.unit]
+        cells += [_cell(med, runs, row, i, row.unit) for i in actor_impls]
+        raw_v = value(med, row.raw[0], "raw", row.raw[1]) if row.raw else None
+        cells.append(_fmt(raw_v, row.unit) if row.raw else "")
+        g = value(med, row.workload, "gactors", row.metric)
+        bp = best_peer(med, row, peers)
+        cells.append(_fmt_ratio(advantage(g, bp[1] if bp else None, row.higher_better)))
+        cells.append(_fmt_ratio(advantage(g, raw_v, row.higher_better)) if row.raw else "")
+        rows.append(cells)
+    return rows
+
+
+def raw_table(med: Medians) -> list[list[str]]:
+    """The raw limits as rows of cells (first row is the header)."""
+    rows = [["raw limit", "unit", "median", "what"]]
+    for row in RAW_ROWS:
+        v = value(med, row.workload, "raw", row.metric)
+        if v is not None:
+            rows.append(
+                [row.label, row.unit, _fmt(v, row.unit), RAW_WORKLOADS[row.workload].description]
+            )
+    return rows
+
+
+def numeric(cell: str) -> bool:
+    """True for cells that hold a number (right-aligned in tables)."""
+    return bool(cell) and (cell[0].isdigit() or cell in (NA, "timeout", "error", "-"))
+
+
+def markdown(rows: list[list[str]]) -> str:
+    """Render rows of cells as an aligned Markdown pipe table."""
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    out = []
+    for k, r in enumerate(rows):
+        cells = [
+            c.rjust(w) if k and numeric(c) else c.ljust(w) for c, w in zip(r, widths, strict=True)
+        ]
+        out.append("| " + " | ".join(cells) + " |")
+        if k == 0:
+            out.append("|" + "|".join("-" * (w + 2) for w in widths) + "|")
+    return "\n".join(out)
+
+
+@dataclass(frozen=True)
+class Target:
+    """One performance target and its verdict."""
+
+    name: str
+    measured: str
+    verdict: str  # PASS, MISS or n/a
+
+
+def targets(med: Medians) -> list[Target]:
+    """Evaluate the project's performance targets on the medians of this run."""
+    rows = {r.label: r for r in ROWS}
+    peers = list(PEERS)
+    out: list[Target] = []
+
+    def ratio_target(name: str, r: float | None, need: float, what: str) -> None:
+        if r is None:
+            out.append(Target(name, f"{NA} ({what})", NA))
+        else:
+            out.append(Target(name, f"{r:.2f}x", "PASS" if r >= need else "MISS"))
+
+    def peer_ratio(label: str) -> float | None:
+        row = rows[label]
+        bp = best_peer(med, row, peers)
+        g = value(med, row.workload, "gactors", row.metric)
+        return advantage(g, bp[1] if bp else None, row.higher_better)
+
+    ratio_target("tell ≥ 2x best peer", peer_ratio("tell"), 2.0, "missing data")
+    ratio_target(
+        "ping_pong ≥ 4x raw gevent Queue ping-pong",
+        advantage(
+            value(med, "ping_pong", "gactors", "rate"),
+            value(med, "queue_ping_pong", "raw", "rate"),
+            True,
+        ),
+        4.0,
+        "missing data",
+    )
+    ratio_target(
+        "ask ≥ 1.5x Pykka 2.0.3 GeventActor",
+        advantage(value(med, "ask", "gactors", "rate"), value(med, "ask", "pykka2", "rate"), True),
+        1.5,
+        "missing data",
+    )
+    ratio_target("spawn ≥ 5x best peer rate", peer_ratio("spawn"), 5.0, "missing data")
+
+    def limit_target(name: str, v: float | None, ok: bool, unit: str) -> None:
+        if v is None:
+            out.append(Target(name, NA, NA))
+        else:
+            out.append(Target(name, f"{_fmt(v, unit)} {unit}", "PASS" if ok else "MISS"))
+
+    b = value(med, "spawn", "gactors", "bytes_per_actor")
+    limit_target("spawn ≤ 1.5 KiB per idle actor", b, b is not None and b <= 1536, "B")
+    r = value(med, "restart", "gactors", "median_us")
+    limit_target("restart median ≤ 50 µs", r, r is not None and r <= 50, "µs")
+    s = value(med, "blocking", "gactors", "seconds")
+    limit_target("blocking < 0.5 s", s, s is not None and s < 0.5, "s")
+    return out
+
+
+# ---------------------------------------------------------------- output
+
+
+def machine_info() -> dict[str, Any]:
+    """Where this ran."""
+    cpu = platform.processor() or ""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return {
+        "date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "cpus": os.cpu_count(),
+        "cpu": cpu,
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "load_avg": load_avg(),
+        "checkout": checkout(),
+    }
+
+
+def load_avg() -> str:
+    """The 1/5/15-minute load averages, where the platform has them."""
+    try:
+        return " ".join(f"{v:.2f}" for v in os.getloadavg())
+    except (AttributeError, OSError):
+        return "?"
+
+
+def checkout() -> str:
+    """``git describe --always --dirty`` of the repository, or ``?``."""
+    try:
+        proc = subprocess.run(
+            ["git", "describe", "--always", "--dirty"],
+            capture_output=True,
+            text=True,
+            cwd=str(REPO_ROOT),
+            timeout=10,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return "?"
+    return proc.stdout.strip() or "?"
+
+
+def _versions_seen(runs: list[Run]) -> dict[str, dict[str, str]]:
+    seen: dict[str, dict[str, str]] = {}
+    for run in runs:
+        if run.versions:
+            seen.setdefault(run.impl, run.versions)
+    return seen
+
+
+def write_json(path: Path, payload: dict[str, Any]) -> None:
+    """Write the results file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(payload, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+def plot(json_path: Path, out: Path) -> str:
+    """Draw the chart with matplotlib, from this interpreter or the ``plot`` venv.
+
+    Returns an empty string on success, else the reason it failed.
+    """
+    if importlib.util.find_spec("matplotlib") is not None:
+        python = sys.executable
+    else:
+        try:
+            python = str(ensure_venv(PLOT_VENV))
+        except VenvError as exc:
+            return f"cannot build the plot venv: {exc}"
+    proc = subprocess.run(
+        [python, str(BENCH_DIR / "plot.py"), str(json_path), str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    if proc.returncode != 0:
+        return f"plot failed:\n{_tail(proc.stderr)}"
+    return ""
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the harness; returns the process exit code."""
+    args = parse_args(argv)
+    if args.list:
+        for w in ALL_WORKLOADS.values():
+            kind = "raw" if w.name in RAW_WORKLOADS else "actor"
+            print(f"{w.name:<16} {kind:<5} n={w.n:<9,} per={w.per:<4} {w.description}")
+        return 0
+    t_start = time.perf_counter()
+    info = machine_info()
+    mode = "quick" if args.quick else "full"
+    print(f"gactors benchmarks ({mode}), {info['date']}")
+    print(f"  {info['cpus']} CPUs ({info['cpu']}), {info['platform']}, Python {info['python']}")
+    print(f"  checkout {info['checkout']}, load average {info['load_avg']}")
+    print(f"  rounds={args.rounds} timeout={args.timeout:.0f}s per subprocess")
+
+    runtimes = prepare(args.impls)
+    t_ready = time.perf_counter()
+    for rt in runtimes.values():
+        where = rt.unavailable or rt.python
+        print(f"  {rt.impl.name:<8} {rt.impl.label}: {where}")
+    available = [n for n, rt in runtimes.items() if not rt.unavailable]
+    tasks = schedule(args.impls, args.workload_names)
+    runs: list[Run] = []
+    for rnd in range(1, args.rounds + 1):
+        for impl_name, workload in tasks:
+            rt = runtimes[impl_name]
+            if rt.unavailable:
+                continue
+            if workload in rt.impl.na:
+                if rnd == 1:
+                    run = Run(impl_name, workload, rnd, 0.0, error=f"{NA}: {rt.impl.na[workload]}")
+                    runs.append(run)
+                    print(f"[{rnd}/{args.rounds}] {workload:<16} {impl_name:<8} {run.error}")
+                continue
+            run = run_one(rt, workload, rnd, args.quick, args.timeout)
+            runs.append(run)
+            print(
+                f"[{rnd}/{args.rounds}] {workload:<16} {impl_name:<8} "
+                f"{_summary(run)}  ({run.wall_s:.1f} s)",
+                flush=True,
+            )
+
+    med = medians(runs)
+    impls_shown = [i for i in args.impls if i in available or runtimes[i].unavailable]
+    print()
+    print("Results: medians over rounds (rates: higher is better; s, µs, B: lower is better).")
+    print("'vs best peer' / 'vs raw': how many times better gactors is (> 1 = gactors ahead).")
+    print()
+    print(markdown(table(med, runs, impls_shown)))
+    raw_rows = raw_table(med)
+    if len(raw_rows) > 1:
+        print()
+        print(markdown(raw_rows))
+    verdicts = targets(med)
+    print()
+    print("Targets:")
+    for t in verdicts:
+        print(f"  {t.verdict:<4}  {t.name:<44} measured {t.measured}")
+    problems = [r for r in runs if (r.error and not r.error.startswith(NA)) or r.warning]
+    unavailable = {n: rt.unavailable for n, rt in runtimes.items() if rt.unavailable}
+    if unavailable or problems:
+        print()
+        print("Notes:")
+        for name, why in unavailable.items():
+            print(f"  {name}: unavailable: {why}")
+        for r in problems:
+            text = (r.error or r.warning).rstrip()
+            print(f"  round {r.round} {r.workload} {r.impl}: {text}".replace("\n", "\n      "))
+    total = time.perf_counter() - t_start
+    info["load_avg_end"] = load_avg()
+    print()
+    print(f"load average at the end: {info['load_avg_end']}")
+    print(
+        f"wall time {total:.1f} s (of which environments {t_ready - t_start:.1f} s, "
+        f"{len([r for r in runs if r.wall_s])} subprocesses)"
+    )
+
+    payload = {
+        "machine": info,
+        "mode": mode,
+        "rounds": args.rounds,
+        "timeout_s": args.timeout,
+        "wall_s": total,
+        "implementations": {
+            n: {"label": rt.impl.label, "python": rt.python, "unavailable": rt.unavailable}
+            for n, rt in runtimes.items()
+        },
+        "versions": _versions_seen(runs),
+        "counts": {
+            w: dict(zip(("n", "per"), ALL_WORKLOADS[w].counts(args.quick), strict=True))
+            for w in {r.workload for r in runs}
+        },
+        "runs": [r.__dict__ for r in runs],
+        "medians": med,
+        "rows": [
+            {
+                "label": row.label,
+                "unit": row.unit,
+                "higher_better": row.higher_better,
+                "values": {
+                    i: value(med, row.workload, i, row.metric) for i in args.impls if i != "raw"
+                },
+                "raw": value(med, row.raw[0], "raw", row.raw[1]) if row.raw else None,
+            }
+            for row in ROWS
+        ],
+        "targets": [t.__dict__ for t in verdicts],
+    }
+    json_path = Path(args.json) if args.json else None
+    if json_path:
+        write_json(json_path, payload)
+        print(f"results written to {json_path}")
+    if args.plot:
+        if json_path is None:
+            fd, tmp = tempfile.mkstemp(suffix=".json", prefix="gactors-bench-")
+            os.close(fd)
+            json_path = Path(tmp)
+            write_json(json_path, payload)
+        err = plot(json_path, Path(args.plot))
+        print(err if err else f"chart written to {args.plot}")
+        if err:
+            return 1
+    # A smoke test must fail when something could not be measured (targets never fail it).
+    return 1 if unavailable or [r for r in runs if r.error and not r.error.startswith(NA)] else 0

@@ -1,0 +1,103 @@
+"""Draw the benchmark medians as a grid of bar charts.
+
+Run as ``python plot.py RESULTS.json OUT.png`` with an interpreter that has matplotlib
+(the harness uses its own, or builds ``benchmarks/.venvs/plot``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from typing import Any
+
+COLORS = {"gactors": "#2b7bba", "pykka4": "#f28e2b", "pykka2": "#e15759", "raw": "#9c9c9c"}
+NAMES = {
+    "gactors": "gactors",
+    "pykka4": "Pykka 4\nThreading",
+    "pykka2": "Pykka 2.0.3\nGevent",
+    "raw": "raw\nlimit",
+}
+
+
+def _label(v: float, unit: str) -> str:
+    if unit == "s":
+        return f"{v:.3f}"
+    if unit == "µs":
+        return f"{v:.1f}"
+    if v >= 1e6:
+        return f"{v / 1e6:.2f}M"
+    if v >= 1e3:
+        return f"{v / 1e3:.1f}k"
+    return f"{v:.0f}"
+
+
+def draw(results: dict[str, Any], out: str) -> None:
+    """Render ``results`` (the harness JSON) to ``out``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter
+
+    rows = [r for r in results["rows"] if any(v is not None for v in r["values"].values())]
+    cols = 3
+    nrows = max(1, math.ceil(len(rows) / cols))
+    fig, axes = plt.subplots(nrows, cols, figsize=(4.2 * cols, 3.2 * nrows), squeeze=False)
+    for ax in axes.flat[len(rows) :]:
+        ax.axis("off")
+    for ax, row in zip(axes.flat, rows, strict=False):
+        names = list(row["values"])
+        values = [row["values"][n] for n in names]
+        if row["raw"] is not None:
+            names.append("raw")
+            values.append(row["raw"])
+        heights = [v if v is not None else 0.0 for v in values]
+        bars = ax.bar(
+            range(len(names)),
+            heights,
+            color=[COLORS.get(n, "#777777") for n in names],
+        )
+        top = max(heights) or 1.0
+        for bar, v in zip(bars, values, strict=True):
+            text = "n/a" if v is None else _label(v, row["unit"])
+            ax.text(
+                bar.get_x() + bar.get_width() / 2,
+                bar.get_height() + top * 0.02,
+                text,
+                ha="center",
+                va="bottom",
+                fontsize=8,
+            )
+        better = "higher is better" if row["higher_better"] else "lower is better"
+        ax.set_title(f"{row['label']} ({row['unit']}, {better})", fontsize=9)
+        ax.set_xticks(range(len(names)))
+        ax.set_xticklabels([NAMES.get(n, n) for n in names], fontsize=7)
+        ax.set_ylim(0, top * 1.18)
+        ax.tick_params(axis="y", labelsize=7)
+        ax.yaxis.set_major_formatter(
+            FuncFormatter(lambda v, _pos, unit=row["unit"]: _label(v, unit) if v else "0")
+        )
+        ax.grid(axis="y", alpha=0.3)
+    m = results["machine"]
+    fig.suptitle(
+        f"gactors benchmarks, {m['date']}, {m['cpus']} CPUs, Python {m['python']}, "
+        f"median of {results['rounds']} round(s)",
+        fontsize=10,
+    )
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+
+
+def main(argv: list[str]) -> int:
+    """``plot.py RESULTS.json OUT.png``."""
+    if len(argv) != 2:
+        sys.stderr.write("usage: plot.py RESULTS.json OUT.png\n")
+        return 2
+    with open(argv[0], encoding="utf-8") as f:
+        draw(json.load(f), argv[1])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

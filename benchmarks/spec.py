@@ -1,0 +1,155 @@
+"""What is measured: implementations, workloads, table rows and targets."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .venvs import VenvSpec
+
+
+@dataclass(frozen=True)
+class Impl:
+    """One implementation under test, run by ``worker`` in a fresh interpreter."""
+
+    name: str
+    label: str
+    worker: str
+    workloads: tuple[str, ...]
+    venv: VenvSpec | None = None
+    na: dict[str, str] = field(default_factory=dict)  # workload -> why it cannot run
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A workload: ``n`` is the main count, ``per`` a secondary one (0 when unused)."""
+
+    name: str
+    n: int
+    per: int
+    description: str
+
+    def counts(self, quick: bool) -> tuple[int, int]:
+        """The counts to run with: quick mode divides the main count by 50."""
+        if quick:
+            return max(1, self.n // 50), self.per
+        return self.n, self.per
+
+
+@dataclass(frozen=True)
+class Row:
+    """One line of the results table: a metric of a workload.
+
+    ``raw`` names the raw-gevent workload (and its metric) that bounds this one.
+    """
+
+    label: str
+    workload: str
+    metric: str
+    unit: str
+    higher_better: bool
+    raw: tuple[str, str] | None = None
+
+
+ACTOR_WORKLOADS: dict[str, Workload] = {
+    w.name: w
+    for w in (
+        Workload("tell", 1_000_000, 0, "N tells to one actor; until all are processed"),
+        Workload("ping_pong", 200_000, 0, "two actors, N ping/pong round trips"),
+        Workload("ask", 100_000, 0, "N sequential asks from a plain greenlet"),
+        Workload("spawn", 100_000, 0, "create N actors until each ran its start hook"),
+        Workload("stop", 100_000, 0, "stop N started actors until each ran its stop hook"),
+        Workload("restart", 10_000, 0, "N cycles: failing message, then ask a ping"),
+        Workload("fan_out", 10_000, 100, "N actors x PER messages each (round-robin)"),
+        Workload("blocking", 1_000, 50, "N actors each sleep PER ms (patched) in receive"),
+    )
+}
+
+RAW_WORKLOADS: dict[str, Workload] = {
+    w.name: w
+    for w in (
+        Workload("queue_oneway", 1_000_000, 0, "gevent Queue: N puts, one consumer greenlet"),
+        Workload("queue_ping_pong", 200_000, 0, "gevent Queue ping-pong, two greenlets"),
+        Workload("switch", 200_000, 0, "greenlet.switch round trips"),
+        Workload("deque_call", 1_000_000, 0, "collections.deque append/popleft + call"),
+        Workload("sleep", 1_000, 50, "N greenlets each sleep PER ms; wall time"),
+    )
+}
+
+ALL_WORKLOADS: dict[str, Workload] = {**ACTOR_WORKLOADS, **RAW_WORKLOADS}
+
+# Which raw limit bounds which actor workload.
+RAW_REFERENCE: dict[str, str] = {
+    "tell": "queue_oneway",
+    "ping_pong": "queue_ping_pong",
+    "ask": "switch",
+    "fan_out": "deque_call",
+    "blocking": "sleep",
+}
+
+_PYKKA_NA = {
+    "restart": "no supervision: a failing Pykka actor stops and is never restarted",
+}
+
+IMPLS: dict[str, Impl] = {
+    i.name: i
+    for i in (
+        Impl(
+            "gactors",
+            "gactors (this checkout, current interpreter)",
+            "worker_gactors.py",
+            tuple(ACTOR_WORKLOADS),
+        ),
+        Impl(
+            "pykka4",
+            "Pykka 4.x ThreadingActor under gevent.monkey.patch_all()",
+            "worker_pykka.py",
+            tuple(ACTOR_WORKLOADS),
+            VenvSpec(
+                "pykka4",
+                ("pykka>=4,<5", "gevent"),
+                "import importlib.metadata as m, gevent, pykka; "
+                "assert m.version('pykka').startswith('4.')",
+            ),
+            _PYKKA_NA,
+        ),
+        Impl(
+            "pykka2",
+            "Pykka 2.0.3 pykka.gevent.GeventActor",
+            "worker_pykka.py",
+            tuple(ACTOR_WORKLOADS),
+            VenvSpec(
+                "pykka2",
+                ("pykka==2.0.3", "gevent"),
+                "import warnings; warnings.simplefilter('ignore'); "
+                "import importlib.metadata as m, pykka.gevent; "
+                "assert m.version('pykka') == '2.0.3'",
+            ),
+            _PYKKA_NA,
+        ),
+        Impl("raw", "raw gevent/greenlet limits", "worker_raw.py", tuple(RAW_WORKLOADS)),
+    )
+}
+
+PEERS: tuple[str, ...] = ("pykka4", "pykka2")
+
+PLOT_VENV = VenvSpec("plot", ("matplotlib",), "import matplotlib")
+
+ROWS: tuple[Row, ...] = (
+    Row("tell", "tell", "rate", "msgs/s", True, ("queue_oneway", "rate")),
+    Row("ping_pong", "ping_pong", "rate", "rt/s", True, ("queue_ping_pong", "rate")),
+    Row("ask", "ask", "rate", "asks/s", True, ("switch", "rate")),
+    Row("spawn", "spawn", "rate", "actors/s", True),
+    Row("spawn memory", "spawn", "bytes_per_actor", "B/actor", False),
+    Row("stop", "stop", "rate", "actors/s", True),
+    Row("restart", "restart", "median_us", "µs", False),
+    Row("fan_out", "fan_out", "rate", "msgs/s", True, ("deque_call", "rate")),
+    Row("blocking", "blocking", "seconds", "s", False, ("sleep", "seconds")),
+)
+
+RAW_ROWS: tuple[Row, ...] = (
+    Row("queue_oneway", "queue_oneway", "rate", "msgs/s", True),
+    Row("queue_ping_pong", "queue_ping_pong", "rate", "rt/s", True),
+    Row("switch", "switch", "rate", "rt/s", True),
+    Row("deque_call", "deque_call", "rate", "msgs/s", True),
+    Row("sleep", "sleep", "seconds", "s", False),
+)
