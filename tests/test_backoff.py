@@ -795,3 +795,59 @@ def test_messages() -> None:
     assert CurrentChild(None) == CurrentChild(None)
     assert repr(RestartCount(2)) == "RestartCount(2)"
     assert repr(CurrentChild(None)) == "CurrentChild(None)"
+
+
+# -- failures while the child starts ---------------------------------------------------------------
+class FailingStart(Actor):
+    """Fails in pre_start the first ``failures`` times (counted across incarnations)."""
+
+    def __init__(self, events: Events, attempts: list[int], failures: int) -> None:
+        self.events, self.attempts, self.failures = events, attempts, failures
+
+    def pre_start(self) -> None:
+        self.attempts.append(1)
+        if len(self.attempts) <= self.failures:
+            raise ConnectionError("database down")
+        self.events.put("start", self.ref)
+
+    def receive(self, message: Any) -> None:
+        self.sender.tell(("echo", message))
+
+
+def test_initialization_failures_with_on_stop_and_the_stopping_strategy(
+    system: ActorSystem,
+) -> None:
+    events, attempts = Events(), []
+    opts = (
+        BackoffOpts.on_stop(Props(FailingStart, events, attempts, 2), "c", MIN, MAX, RF)
+        .with_default_stopping_strategy()
+        .with_manual_reset()
+    )
+    sup = start(system, opts)
+    events.expect("start")
+    assert len(attempts) == 3
+    assert count(sup) == 2
+    assert sup.ask("up?", timeout=TIMEOUT) == ("echo", "up?")
+
+
+def test_initialization_failures_with_on_failure_need_a_restarting_decider(
+    system: ActorSystem,
+) -> None:
+    from gactors import ActorInitializationException
+
+    events, attempts = Events(), []
+    child = Props(FailingStart, events, attempts, 2)
+    # The default decider stops a child that failed to initialize: the supervisor stops.
+    sup = start(system, BackoffOpts.on_failure(child, "c", MIN, MAX, RF), "plain")
+    system.actor_of(Props(Watcher, sup, events))
+    ref, _ = events.expect("terminated")
+    assert ref == sup and len(attempts) == 1
+    # A decider restarting ActorInitializationException turns them into backoff restarts.
+    attempts = []
+    child = Props(FailingStart, events, attempts, 2)
+    strategy = OneForOneStrategy({ActorInitializationException: Directive.RESTART})
+    opts = BackoffOpts.on_failure(child, "c", MIN, MAX, RF).with_supervisor_strategy(strategy)
+    sup = start(system, opts.with_manual_reset(), "restarting")
+    events.expect("start")
+    assert len(attempts) == 3
+    assert count(sup) == 2
