@@ -817,7 +817,7 @@ class FailingStart(Actor):
 def test_initialization_failures_with_on_stop_and_the_stopping_strategy(
     system: ActorSystem,
 ) -> None:
-    events, attempts = Events(), []
+    events, attempts = Events(), list[int]()
     opts = (
         BackoffOpts.on_stop(Props(FailingStart, events, attempts, 2), "c", MIN, MAX, RF)
         .with_default_stopping_strategy()
@@ -835,7 +835,7 @@ def test_initialization_failures_with_on_failure_need_a_restarting_decider(
 ) -> None:
     from gactors import ActorInitializationException
 
-    events, attempts = Events(), []
+    events, attempts = Events(), list[int]()
     child = Props(FailingStart, events, attempts, 2)
     # The default decider stops a child that failed to initialize: the supervisor stops.
     sup = start(system, BackoffOpts.on_failure(child, "c", MIN, MAX, RF), "plain")
@@ -843,7 +843,7 @@ def test_initialization_failures_with_on_failure_need_a_restarting_decider(
     ref, _ = events.expect("terminated")
     assert ref == sup and len(attempts) == 1
     # A decider restarting ActorInitializationException turns them into backoff restarts.
-    attempts = []
+    attempts = list[int]()
     child = Props(FailingStart, events, attempts, 2)
     strategy = OneForOneStrategy({ActorInitializationException: Directive.RESTART})
     opts = BackoffOpts.on_failure(child, "c", MIN, MAX, RF).with_supervisor_strategy(strategy)

@@ -1,8 +1,9 @@
 """``BackoffSupervisor``: restart a child after growing delays (Akka's backoff pattern).
 
 The supervisor is an ordinary actor: it creates its one child, watches it, and starts
-a new incarnation after the delay given by its backoff policy, using a hub timer. Two
-modes, chosen by the options:
+a new incarnation after the delay given by its backoff policy, using its own
+``self.timers`` (so that a restart or stop of the supervisor cancels whatever it had
+scheduled). Two modes, chosen by the options:
 
 * ``on_stop`` (Akka's ``BackoffOnStopSupervisor``): when the child *stops*, a new one
   starts after the delay. Failures of the child are left to the supervisor's strategy.
@@ -108,26 +109,24 @@ class RestartCount:
 
 
 # -- private messages (sent by the supervisor's timers to itself) ----------------------------------
-class _StartChild:
-    __slots__ = ("token",)
+class _StartChildType(_Singleton):
+    __slots__ = ()
+    _name = "BackoffSupervisor.StartChild"
 
-    def __init__(self, token: object) -> None:
-        self.token = token
+
+_StartChild: Any = _StartChildType()
 
 
 class _ResetRestartCount:
-    __slots__ = ("count", "token")
+    """Reset the count if it is still ``count`` (no stop or failure meanwhile)."""
 
-    def __init__(self, token: object, count: int) -> None:
-        self.token = token
+    __slots__ = ("count",)
+
+    def __init__(self, count: int) -> None:
         self.count = count
 
-
-class _Token:
-    """Identifies one supervisor instance: timer messages of a previous incarnation (a
-    restart of the supervisor itself) are recognised and ignored."""
-
-    __slots__ = ()
+    def __repr__(self) -> str:
+        return f"BackoffSupervisor.ResetRestartCount({self.count})"
 
 
 def _combined_decider(strategy: Any) -> Any:
@@ -171,8 +170,6 @@ class BackoffSupervisor(Actor):
         self.child: ActorRef | None = None
         self.restart_count = 0
         self._final_stop_received = False
-        self._token = _Token()
-        self._timers: dict[str, Any] = {}
         user = (
             options.strategy
             if options.strategy is not None
@@ -192,40 +189,6 @@ class BackoffSupervisor(Actor):
     # -- lifecycle --------------------------------------------------------------------------------
     def pre_start(self) -> None:
         self._start_child()
-
-    def post_stop(self) -> None:
-        self._cancel_timers()
-
-    # -- timers (hub timers; cancelled when this instance goes away) ------------------------------
-    def _schedule(self, key: str, delay: float, message: Any) -> None:
-        self._cancel_timer(key)
-        loop = self.context.system._hub.loop
-        # The loop's clock is only updated once per iteration: without this, a timer
-        # started late in a busy iteration would fire early.
-        loop.update_now()
-        timer = loop.timer(max(0.0, delay))
-        ref = self.ref
-        timers = self._timers
-
-        def fire() -> None:
-            if timers.get(key) is timer:
-                del timers[key]
-            timer.close()
-            ref.tell(message, ref)
-
-        timers[key] = timer
-        timer.start(fire)
-
-    def _cancel_timer(self, key: str) -> None:
-        timer = self._timers.pop(key, None)
-        if timer is not None:
-            timer.close()
-
-    def _cancel_timers(self) -> None:
-        timers = self._timers
-        while timers:
-            _, timer = timers.popitem()
-            timer.close()
 
     # -- the child --------------------------------------------------------------------------
     def _start_child(self) -> None:
@@ -249,7 +212,8 @@ class BackoffSupervisor(Actor):
             self.restart_count,
             delay,
         )
-        self._schedule("start", float(delay), _StartChild(self._token))
+        # Timers of this instance die with it (restart or stop of the supervisor).
+        self.timers.start_single_timer("start", _StartChild, float(delay))
 
     def _max_retries(self) -> int | None:
         mr = self.options.max_retries
@@ -264,18 +228,17 @@ class BackoffSupervisor(Actor):
         t = type(message)
         if t is Terminated:
             self._on_terminated(message.actor)
-        elif t is _StartChild:
-            if message.token is self._token:
-                self._start_child()
-                reset = self.options.auto_reset
-                if reset is not None:
-                    # The quiet period starts when the child starts: if the count is
-                    # unchanged when it ends, the child ran long enough.
-                    self._schedule(
-                        "reset", reset, _ResetRestartCount(self._token, self.restart_count)
-                    )
+        elif message is _StartChild:
+            self._start_child()
+            reset = self.options.auto_reset
+            if reset is not None:
+                # The quiet period starts when the child starts: if the count is unchanged
+                # when it ends, the child ran long enough.
+                self.timers.start_single_timer(
+                    "reset", _ResetRestartCount(self.restart_count), reset
+                )
         elif t is _ResetRestartCount:
-            if message.token is self._token and message.count == self.restart_count:
+            if message.count == self.restart_count:
                 self._reset()
         elif message is Reset:
             if self.options.manual_reset:
@@ -381,7 +344,7 @@ class _OnFailureSupervisor(BackoffSupervisor):
         within = getattr(self._user_strategy, "within", None)
         if within is not None and self.restart_count == 0:
             # The strategy's window bounds the restarts: start counting afresh after it.
-            self._schedule("within", within, _ResetRestartCount(self._token, next_count))
+            self.timers.start_single_timer("within", _ResetRestartCount(next_count), within)
         max_retries = self._max_retries()
         if max_retries is not None and next_count > max_retries:
             self._give_up()
