@@ -277,9 +277,10 @@ class BackoffSupervisor(Actor):
 
     def _give_up(self) -> None:
         self.log.warning(
-            "child %r stopped for the %d%s time in a row: over the limit of %s restarts, "
+            "child %r %s for the %d%s time in a row: over the limit of %s restarts, "
             "stopping the backoff supervisor",
             self.options.child_name,
+            "failed" if self.options.mode == "on_failure" else "stopped",
             self.restart_count + 1,
             _ordinal(self.restart_count + 1),
             self._max_retries(),
