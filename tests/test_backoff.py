@@ -851,3 +851,33 @@ def test_initialization_failures_with_on_failure_need_a_restarting_decider(
     events.expect("start")
     assert len(attempts) == 3
     assert count(sup) == 2
+
+
+class RestartingParent(Actor):
+    """Restarts its children on any failure (Kill included) and reports messages."""
+
+    supervisor_strategy = OneForOneStrategy(lambda exc: Directive.RESTART)
+
+    def __init__(self, options: BackoffOpts) -> None:
+        self.supervisor = self.context.actor_of(BackoffSupervisor.props(options), "sup")
+
+    def receive(self, message: Any) -> None:
+        self.sender.tell(self.supervisor)
+
+
+def test_a_restart_of_the_supervisor_starts_afresh(system: ActorSystem) -> None:
+    from gactors import Kill
+
+    events = Events()
+    opts = BackoffOpts.on_stop(Props(Child, events), "c", 1.0, 2.0, 0.0).with_manual_reset()
+    parent = system.actor_of(Props(RestartingParent, opts), "parent")
+    sup = parent.ask("supervisor?", timeout=TIMEOUT)
+    first, _ = events.expect("start")
+    sup.tell("stop")
+    events.expect("stop")
+    assert count(sup) == 1  # a start is scheduled in 1 s
+    sup.tell(Kill)  # the supervisor itself fails; its parent restarts it
+    second, _ = events.expect("start", timeout=0.8)  # at once, not after the backoff
+    assert second != first
+    assert count(sup) == 0
+    assert current_child(sup) == second
