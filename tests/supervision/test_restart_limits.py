@@ -250,3 +250,28 @@ def test_minus_one_means_no_limit(actor_system: ActorSystem) -> None:
         for _ in range(10):
             slave.tell(Fail())
         assert slave.ask("gen", timeout=5.0) == 10
+
+
+def test_several_children_killed_at_once_all_restart(
+    actor_system: ActorSystem, probe: Probe
+) -> None:
+    # SupervisorMiscSpec "restart a crashing actor and its dispatcher for any dispatcher"
+    # (one dispatcher here): four workers killed together all come back and answer.
+    class Worker4(Actor):
+        def post_restart(self, reason: BaseException) -> None:
+            probe.ref.tell(("restarted", self.ref.path.name))
+
+        def receive(self, message: Any) -> None:
+            if message == "status":
+                self.sender.tell("OK")
+            else:
+                self.context.stop(self.ref)
+
+    sup = _sup(actor_system, max_retries=3, within=5.0)
+    workers = [sup.ask((Props(Worker4), f"actor{i}"), timeout=5.0) for i in range(1, 5)]
+    with event_filter(actor_system, ActorKilledException, occurrences=4):
+        for w in workers:
+            w.tell(Kill)
+        got = probe.receive_n(4)
+    assert sorted(name for _, name in got) == ["actor1", "actor2", "actor3", "actor4"]
+    assert [w.ask("status", timeout=5.0) for w in workers] == ["OK"] * 4

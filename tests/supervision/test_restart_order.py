@@ -18,6 +18,7 @@ from gactors import (
     Actor,
     ActorRef,
     ActorSystem,
+    DeadLetter,
     Directive,
     Identify,
     OneForOneStrategy,
@@ -25,6 +26,7 @@ from gactors import (
     PreRestartException,
     Props,
     Status,
+    Terminated,
 )
 
 from ._actors import Boom, Fail, Supervisor, worker_props
@@ -443,3 +445,98 @@ def test_pending_child_failure_settled_by_parent_restart(
         assert kid.ask(Identify("ping"), timeout=5.0).ref == kid
     assert decided == []
     assert builds == ["parent", "kid", "parent", "kid"]
+
+
+def test_escalated_failure_restart_gives_the_origin_its_message(
+    actor_system: ActorSystem, probe: Probe
+) -> None:
+    # The middle escalates; the top restarts it keeping its children, so both leaves
+    # are restarted as survivors with the escalated exception as reason. The sibling
+    # gets message=None; the leaf that failed gets its own failing message, because
+    # that restart was caused by its own message (SPEC §14; as in Akka).
+    class Leaf(Actor):
+        def receive(self, message: Any) -> None:
+            raise message.exc
+
+        def pre_restart(self, reason: BaseException, message: Any) -> None:
+            probe.ref.tell((self.ref.path.name, reason, message))
+
+    top = actor_system.actor_of(Props(Supervisor, OneForOneStrategy(lambda e: Directive.RESTART)))
+    middle = top.ask(
+        Props(Supervisor, OneForOneStrategy(lambda e: Directive.ESCALATE), True), timeout=5.0
+    )
+    origin = middle.ask((Props(Leaf), "origin"), timeout=5.0)
+    middle.ask((Props(Leaf), "sibling"), timeout=5.0)
+    failing = Fail(Boom("escalated, then restarted"))
+    with event_filter(actor_system, Boom, occurrences=1, source=str(middle.path)):
+        origin.tell(failing)
+        got = {name: (reason, message) for name, reason, message in probe.receive_n(2)}
+    assert got == {"origin": (failing.exc, failing), "sibling": (failing.exc, None)}
+    assert got["origin"][0] is failing.exc
+
+
+def test_system_messages_not_lost_when_the_decider_raises(
+    actor_system: ActorSystem, probe: Probe
+) -> None:
+    # SupervisorSpec "not lose system messages when a NonFatal exception occurs when
+    # processing a system message": the decider rethrows, the parent is restarted by
+    # /user, its pre_restart stops (without unwatching) the child, and the new parent
+    # instance still gets the child's Terminated.
+    gate = Event()
+    dead = Probe(actor_system)
+    actor_system.event_stream.subscribe(dead.ref, DeadLetter)
+
+    class Child(Actor):
+        def post_restart(self, reason: BaseException) -> None:
+            probe.ref.tell("child restarted")
+
+        def receive(self, message: Any) -> None:
+            if message == "latch":
+                gate.wait(5.0)
+                raise ValueError("OHNOES")
+            self.sender.tell("child green")
+
+    def decider(exc: BaseException) -> Directive:
+        if isinstance(exc, ValueError) and str(exc) == "OHNOES":
+            raise exc
+        return Directive.RESTART
+
+    class Parent(Actor):
+        supervisor_strategy = OneForOneStrategy(decider)
+
+        def __init__(self) -> None:
+            self.child = self.context.watch(self.context.actor_of(Props(Child), "child"))
+
+        def post_restart(self, reason: BaseException) -> None:
+            probe.ref.tell("parent restarted")
+
+        def pre_restart(self, reason: BaseException, message: Any) -> None:
+            for c in self.context.children:  # stop, but keep watching (no unwatch)
+                self.context.stop(c)
+            self.post_stop()
+
+        def receive(self, message: Any) -> None:
+            if type(message) is Terminated and message.actor.path == self.child.path:
+                probe.ref.tell("child terminated")
+            elif message == "latch":
+                self.child.tell("latch")
+            elif message == "test":
+                self.sender.tell("green")
+            elif message == "testchild":
+                self.child.forward("test")
+            elif message == "testchildAndAck":
+                self.child.forward("test")
+                self.sender.tell("ack")
+
+    parent = actor_system.actor_of(Props(Parent), "parent")
+    parent.tell("latch")
+    assert parent.ask("testchildAndAck", timeout=5.0) == "ack"
+    with event_filter(actor_system, ValueError, "OHNOES", occurrences=1, source=str(parent.path)):
+        gate.set()
+        probe.expect_msg("parent restarted")
+        probe.expect_msg("child terminated")
+    letter = dead.fish_for_message(lambda m: isinstance(m, DeadLetter) and m.message == "test")
+    assert letter.recipient.path.name == "child"
+    assert parent.ask("test", timeout=5.0) == "green"
+    assert parent.ask("testchild", timeout=5.0) == "child green"
+    probe.expect_no_message(0.1)  # the child was never restarted
