@@ -1,4 +1,9 @@
-"""Fixtures of the supervision conformance suite."""
+"""Fixtures of the supervision conformance suite.
+
+``actor_system`` and ``probe`` are defined here (overriding gactors.testkit's plugin
+fixtures of the same names when that plugin is loaded) so that this area runs on its
+own too; ``probe`` is a ``gactors.testkit.TestProbe`` whenever that is importable.
+"""
 
 from __future__ import annotations
 

@@ -2,7 +2,8 @@
 
 Ported scenarios: SupervisorSpec (call-kill-call, one-way kill, ask of a failing
 message), SupervisorHierarchySpec (resume children after Resume, suspend children
-while failing), SupervisorMiscSpec (the failing child is the sender in the strategy).
+while failing, survive being stressed), SupervisorMiscSpec (the failing child is the
+sender in the strategy).
 """
 
 from __future__ import annotations
