@@ -65,7 +65,9 @@ class _LocalProbe:
     def __init__(self, system: ActorSystem, name: str | None = None) -> None:
         self.system = system
         self.queue: Queue = Queue()
-        self.ref = system.actor_of(Props(_ProbeActor, self.queue), name)
+        # Under /system, like gactors.testkit's probe: it outlives the user's actors
+        # while the system shuts down.
+        self.ref = system._system_cell.attach_child(Props(_ProbeActor, self.queue), name)
         self.last_sender: ActorRef | None = None
 
     # -- receiving ----------------------------------------------------------------------------
