@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import itertools
 import logging
-import threading
 import time
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
 import gevent
 import pytest
+from gevent import monkey
 
 from gactors import (
     Actor,
@@ -21,6 +22,10 @@ from gactors import (
     Props,
 )
 from gactors.testkit import TestProbe
+
+# The suite may run monkey-patched or not: these are real in both cases.
+real_sleep: Callable[[float], None] = monkey.get_original("time", "sleep")
+start_new_thread: Callable[..., int] = monkey.get_original("_thread", "start_new_thread")
 
 # Timers never fire early; libev may round a little, hence a small tolerance on the
 # lower bounds. No test asserts an upper bound on speed.
@@ -82,7 +87,7 @@ def test_fixed_delay_gaps_are_never_shorter_than_the_delay(actor_system: ActorSy
         0, 0.05, lambda: stamps.append(time.monotonic())
     )
     gevent.sleep(0.01)
-    time.sleep(0.2)  # block the hub (unpatched): the task is late once...
+    real_sleep(0.2)  # block the hub: the task is late once...
     deadline = time.monotonic() + 5
     while len(stamps) < 4 and time.monotonic() < deadline:
         gevent.sleep(0.01)
@@ -99,7 +104,7 @@ def test_fixed_rate_catches_up_after_a_late_start(actor_system: ActorSystem) -> 
     c = actor_system.scheduler.schedule_at_fixed_rate(
         0.05, 0.05, lambda: stamps.append(time.monotonic())
     )
-    time.sleep(0.3)  # block the hub: the first five firings are all late
+    real_sleep(0.3)  # block the hub: the first five firings are all late
     deadline = time.monotonic() + 5
     while len(stamps) < 8 and time.monotonic() < deadline:
         gevent.sleep(0.005)
@@ -188,6 +193,7 @@ def test_schedule_and_cancel_from_a_foreign_thread(
 ) -> None:
     errors: list[BaseException] = []
     cancellables: list[Cancellable] = []
+    done: list[bool] = []
 
     def run() -> None:
         try:
@@ -197,12 +203,15 @@ def test_schedule_and_cancel_from_a_foreign_thread(
             assert c.cancel() is True
         except BaseException as e:
             errors.append(e)
+        finally:
+            done.append(True)
 
-    t = threading.Thread(target=run)
-    t.start()
+    start_new_thread(run, ())
     probe.expect_msg("from thread")
-    t.join(5)
-    assert not errors
+    deadline = time.monotonic() + 10
+    while not done and time.monotonic() < deadline:
+        gevent.sleep(0.01)
+    assert done and not errors
     assert cancellables[0].cancelled
     probe.expect_no_message(0.4)
 
