@@ -6,6 +6,7 @@ Importing gactors never monkey-patches and never starts greenlets; call
 
 from __future__ import annotations
 
+from gactors import pattern as pattern  # the public submodule: gactors.pattern.ask works
 from gactors._actor import Actor
 from gactors._context import ActorContext
 from gactors._eventstream import EventStream, LogEvent
@@ -61,8 +62,6 @@ from gactors.exceptions import (
     PreRestartException,
     StashOverflowException,
 )
-
-from gactors import pattern  # the public submodule, so that gactors.pattern.ask works
 
 __version__ = "0.1.0"
 

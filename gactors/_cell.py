@@ -11,13 +11,16 @@ from __future__ import annotations
 import itertools
 import logging
 from collections import deque
-from typing import TYPE_CHECKING, Any, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from greenlet import getcurrent
 
 from gactors import _sysmsg as sm
 from gactors._actor import Actor, ActorLogger, _constructing
 from gactors._context import ActorContext
+from gactors._dungeon import children as _children
+from gactors._dungeon._state import EMPTY
 from gactors._dungeon.children import Children, Recreation
 from gactors._dungeon.deathwatch import DeathWatch
 from gactors._dungeon.faulthandling import FATAL, FaultHandling
@@ -32,8 +35,8 @@ from gactors._messages import (
 )
 from gactors._ref import LocalActorRef, PromiseRef
 from gactors._supervision import SupervisorStrategy
-from gactors._timers import TimerMsg, TimerMsgNotInfluenceReceiveTimeout
 from gactors._threads import get_ident
+from gactors._timers import TimerMsg, TimerMsgNotInfluenceReceiveTimeout
 from gactors.exceptions import ActorKilledException, IllegalStateError
 
 if TYPE_CHECKING:
@@ -45,6 +48,8 @@ if TYPE_CHECKING:
 __all__ = ["ActorCell"]
 
 _uids = itertools.count(1)
+_NO_MAILBOX: Any = ()  # falsy and empty, like an empty deque; replaced on first use
+_NO_STASH: Any = []  # shared and never appended to: replaced on first use
 _actor_log = logging.getLogger("gactors.actor")
 
 _NORMAL, _SUSPENDED, _WAITING = 0, 1, 2
@@ -59,7 +64,7 @@ class ActorCell(Children, DeathWatch, FaultHandling, ReceiveTimeout):
         "behavior_stack",
         "capacity",
         "children_stats",
-        "context",
+        "context_obj",
         "current_envelope",
         "current_sys",
         "dead",
@@ -86,8 +91,8 @@ class ActorCell(Children, DeathWatch, FaultHandling, ReceiveTimeout):
         "sys_stash",
         "sysq",
         "system",
-        "termination_reason",
         "terminated_queued",
+        "termination_reason",
         "tid",
         "timers_obj",
         "to_die",
@@ -112,16 +117,19 @@ class ActorCell(Children, DeathWatch, FaultHandling, ReceiveTimeout):
         self.uid = next(_uids)
         self.tid = system._tid
         self.dispatcher = system._dispatcher
-        self.mailbox = deque()
-        self.sysq = deque()
-        self.sys_stash = []
+        # The mailbox deque is only allocated on the first message: an idle actor that
+        # never got one should not pay for it. Until then `open` is False, which sends
+        # tell() down the slow path that allocates it.
+        self.mailbox = _NO_MAILBOX
+        self.sysq = []
+        self.sys_stash = _NO_STASH
         self.scheduled = False
         self.capacity = props.mailbox_capacity
-        self.open = self.capacity is None
+        self.open = False
         self.dead = False
         self.actor = None
         self.behavior = None
-        self.behavior_stack = []
+        self.behavior_stack = None
         self.sender = None
         self.current_envelope = None
         self.restarts = 0
@@ -133,29 +141,40 @@ class ActorCell(Children, DeathWatch, FaultHandling, ReceiveTimeout):
         self.failure_seq = 0
         self.failed_message = None
         self.current_sys = None
-        self.children_stats = {}
-        self.to_die = set()
+        self.children_stats = EMPTY  # type: ignore[assignment]
+        self.to_die = EMPTY  # type: ignore[assignment]
         self.termination_reason = None
         self.name_counter = 0
-        self.watching = {}
-        self.watched_by = set()
-        self.terminated_queued = {}
+        self.watching = EMPTY  # type: ignore[assignment]
+        self.watched_by = EMPTY  # type: ignore[assignment]
+        self.terminated_queued = EMPTY  # type: ignore[assignment]
         self.rt_seconds = None
         self.rt_timer = None
+        self.context_obj = None
         self.ref = LocalActorRef(self)
-        self.context = ActorContext(self)
+
+    @property
+    def context(self) -> ActorContext:
+        ctx = self.context_obj
+        if ctx is None:
+            ctx = self.context_obj = ActorContext(self)
+        return ctx
 
     # -- the message loop (called by a dispatcher worker) -------------------------------------
-    def run_batch(self, throughput: int) -> bool:
-        """Process system messages, then up to ``throughput`` user messages.
-
-        Returns whether the cell still has work (the dispatcher then re-queues it).
+    def run_batch(self, throughput: int, ready: deque[ActorCell]) -> None:
+        """Process system messages, then up to ``throughput`` user messages; then put
+        the cell back on the dispatcher's ``ready`` queue if it still has work, or mark
+        it idle. (Doing the re-queue here saves a call per batch on the hottest path.)
         """
         sysq = self.sysq
         if sysq:
             self.process_system()
         if self.suspend_count or self.dead:
-            return bool(sysq)
+            if sysq:
+                ready.append(self)
+            else:
+                self.scheduled = False
+            return
         mailbox = self.mailbox
         auto = _AUTO
         influenced = False
@@ -186,12 +205,13 @@ class ActorCell(Children, DeathWatch, FaultHandling, ReceiveTimeout):
         self.current_envelope = None
         if influenced and self.rt_seconds is not None:
             self.check_receive_timeout()
-        return bool(sysq) or (bool(mailbox) and not self.suspend_count and not self.dead)
+        if sysq or (mailbox and not self.suspend_count and not self.dead):
+            ready.append(self)
+        else:
+            self.scheduled = False
 
     def has_work(self) -> bool:
-        return bool(self.sysq) or (
-            bool(self.mailbox) and not self.suspend_count and not self.dead
-        )
+        return bool(self.sysq) or (bool(self.mailbox) and not self.suspend_count and not self.dead)
 
     def user_failure(self, exc: BaseException, message: Any, sender: ActorRef | None) -> None:
         if isinstance(exc, FATAL):
@@ -218,7 +238,7 @@ class ActorCell(Children, DeathWatch, FaultHandling, ReceiveTimeout):
         stash = self.sys_stash
         self.current_envelope = None  # lifecycle hooks run here: no current message
         while sysq:
-            msg = sysq.popleft()
+            msg = sysq.pop(0)  # a short list: cheaper to keep per cell than a deque
             if self.dead:
                 self.system_dead_letter(msg)
                 continue
@@ -226,6 +246,8 @@ class ActorCell(Children, DeathWatch, FaultHandling, ReceiveTimeout):
             if (state == _SUSPENDED and msg.stash_when_failed) or (
                 state == _WAITING and msg.stash_when_waiting
             ):
+                if stash is _NO_STASH:
+                    stash = self.sys_stash = []
                 stash.append(msg)
                 continue
             self.current_sys = msg
@@ -239,7 +261,7 @@ class ActorCell(Children, DeathWatch, FaultHandling, ReceiveTimeout):
                 self.current_sys = None
             if stash and self._state() < state:
                 # Walking up the state chain: what waited may be processed now, first.
-                sysq.extendleft(reversed(stash))
+                sysq[0:0] = stash
                 stash.clear()
         if self.dead and stash:
             for msg in stash:
@@ -259,7 +281,11 @@ class ActorCell(Children, DeathWatch, FaultHandling, ReceiveTimeout):
 
     def system_dead_letter(self, message: sm.SystemMessage) -> None:
         """A system message for a terminated cell."""
-        if type(message) is sm.Watch and message.watchee == self.ref and message.watcher != self.ref:
+        if (
+            type(message) is sm.Watch
+            and message.watchee == self.ref
+            and message.watcher != self.ref
+        ):
             # Watching an actor that is already dead: Terminated at once, unconfirmed.
             message.watcher._send_system(sm.DeathWatchNotification(self.ref, False, False))
 
@@ -274,19 +300,25 @@ class ActorCell(Children, DeathWatch, FaultHandling, ReceiveTimeout):
         if capacity is not None and len(self.mailbox) >= capacity:
             self.system._dead_letter(message, sender, self.ref)
             return
-        self.mailbox.append((message, sender))
+        self.ensure_mailbox().append((message, sender))
         if not self.scheduled:
             self.dispatcher.schedule(self)
+
+    def ensure_mailbox(self) -> deque[tuple[Any, ActorRef | None]]:
+        """The mailbox deque, allocated on first use (hub thread only)."""
+        mailbox = self.mailbox
+        if mailbox is _NO_MAILBOX:
+            mailbox = self.mailbox = deque()
+            self.open = self.capacity is None and not self.dead and not self.system._forked
+        return mailbox
 
     def enqueue_foreign(self, message: Any, sender: ActorRef | None) -> None:
         """tell() from another OS thread: the hub thread finishes the job."""
         if self.system._forked:
             raise self.system._fork_error()
-        if self.dead:
-            self.system._run_in_hub_async(self.system._dead_letter, message, sender, self.ref)
-            return
-        self.mailbox.append((message, sender))
-        self.system._wake_from_thread(self)
+        # Only the hub thread touches the mailbox: one system-wide queue keeps every
+        # foreign sender's messages in order and needs no locking in the cell.
+        self.system._tell_from_thread(self.ref, message, sender)
 
     def drain_to_dead_letters(self) -> None:
         mailbox = self.mailbox
@@ -300,7 +332,7 @@ class ActorCell(Children, DeathWatch, FaultHandling, ReceiveTimeout):
 
     # -- the instance -----------------------------------------------------------------------------
     def new_actor(self) -> Actor:
-        self.behavior_stack = []
+        self.behavior_stack = None
         g = getcurrent()
         _constructing[g] = self
         try:
@@ -312,7 +344,7 @@ class ActorCell(Children, DeathWatch, FaultHandling, ReceiveTimeout):
                 f"the Props factory of {self.path} returned {type(instance).__name__}, "
                 "not a gactors.Actor"
             )
-        if instance.__dict__.get("_gactors_cell") is not self:
+        if getattr(instance, "_gactors_cell", None) is not self:
             raise IllegalStateError(
                 f"the Props factory of {self.path} returned an actor built for another cell"
             )
@@ -320,9 +352,8 @@ class ActorCell(Children, DeathWatch, FaultHandling, ReceiveTimeout):
 
     def install_actor(self, instance: Actor) -> None:
         self.actor = instance
-        if not self.behavior_stack:
-            self.behavior_stack = [instance.receive]
-        self.behavior = self.behavior_stack[-1]
+        stack = self.behavior_stack  # non-empty only if the constructor called become()
+        self.behavior = stack[-1] if stack else instance.receive
 
     def strategy(self) -> SupervisorStrategy:
         actor = self.actor
@@ -338,6 +369,10 @@ class ActorCell(Children, DeathWatch, FaultHandling, ReceiveTimeout):
         if not callable(behavior):
             raise TypeError(f"become() needs a callable, not {type(behavior).__name__}")
         stack = self.behavior_stack
+        if stack is None:
+            # The stack is only materialised on the first become(): most actors never do.
+            actor = self.actor
+            stack = self.behavior_stack = [actor.receive] if actor is not None else []
         if discard_old and stack:
             stack.pop()
         stack.append(behavior)
@@ -345,12 +380,13 @@ class ActorCell(Children, DeathWatch, FaultHandling, ReceiveTimeout):
 
     def unbecome(self) -> None:
         stack = self.behavior_stack
-        if len(stack) > 1:
+        if stack is not None and len(stack) > 1:
             stack.pop()
-        elif self.actor is not None:
-            self.behavior_stack = stack = [self.actor.receive]
-        if stack:
             self.behavior = stack[-1]
+        else:
+            self.behavior_stack = None
+            if self.actor is not None:
+                self.behavior = self.actor.receive
 
     # -- misc ---------------------------------------------------------------------------
     @property
@@ -448,3 +484,5 @@ _SYSTEM_HANDLERS: dict[type, Callable[[ActorCell, Any], None]] = {
     ),
     sm.Run: lambda c, m: m.fn(*m.args),
 }
+
+_children.CELL_CLASS = ActorCell

@@ -11,10 +11,10 @@ Design (why it is shaped like this):
   ``Queue`` ping-pong between two greenlets.
 * When an actor blocks inside ``receive`` (monkey-patched I/O, ``gevent.sleep``,
   an ``ask``), its worker parks on the hub. A "watchdog" hub callback is armed
-  whenever there is queued work another worker could take; the hub only gets to run
-  it once every running worker is parked, and it then spawns one more worker. So
-  a blocked actor never delays the others, and the watchdog costs nothing while a
-  worker is busy.
+  whenever a cell is queued and none is pending; the hub only gets to run it once
+  every running worker is parked, and it then spawns one more worker if work is
+  waiting. So a blocked actor never delays the others, and the watchdog costs
+  nothing while a worker is busy (it stays armed, untouched, until the hub runs).
 * A worker that has run for ``YIELD_INTERVAL`` seconds yields to the hub so that
   non-actor greenlets (web requests, I/O callbacks) stay responsive; workers exit as
   soon as the ready queue is empty.
@@ -23,8 +23,9 @@ Design (why it is shaped like this):
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from time import perf_counter
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 import gevent
 from greenlet import greenlet
@@ -106,6 +107,10 @@ class Dispatcher:
         self._armed = False
         if self._ready and not self._yielding:
             self._spawn()
+            # The new worker starts before this callback would run again; if it also
+            # blocks while work is still queued, the next round adds one more.
+            self._armed = True
+            self._run_callback(self._watchdog)
 
     def _spawn(self) -> None:
         w = Worker(self._run, self._hub)
@@ -130,14 +135,11 @@ class Dispatcher:
         try:
             while ready:
                 cell = ready.popleft()
-                if ready and not self._armed:
-                    # More work than this worker: if we block, let the hub add a worker.
-                    self._armed = True
-                    self._run_callback(self._watchdog)
                 w.cell = cell
                 w.ref = cell.ref
                 try:
-                    more = cell.run_batch(throughput)
+                    # The cell puts itself back on `ready` if it still has work.
+                    cell.run_batch(throughput, ready)
                 except BaseException as exc:
                     # Only fatal exceptions (KeyboardInterrupt, SystemExit, GreenletExit)
                     # escape a batch; the cell stays consistent, then they propagate.
@@ -145,17 +147,22 @@ class Dispatcher:
                     self._requeue(cell, cell.has_work())
                     self._on_fatal(cell, exc)
                     raise
-                w.cell = w.ref = None
-                self._requeue(cell, more)
                 batches += 1
-                if batches & 15 == 0 and perf_counter() > deadline:
+                if not batches & 31 and perf_counter() > deadline:
+                    w.cell = w.ref = None
                     self._yielding += 1
                     try:
                         gevent.sleep(0)
                     finally:
                         self._yielding -= 1
+                    if ready and not self._armed:
+                        # A watchdog that fired while we yielded did not add a worker;
+                        # if we now block, the rest of the queue must not wait for us.
+                        self._armed = True
+                        self._run_callback(self._watchdog)
                     deadline = perf_counter() + YIELD_INTERVAL
         finally:
+            w.cell = w.ref = None
             self.workers.discard(w)
 
     def _requeue(self, cell: ActorCell, more: bool) -> None:

@@ -8,7 +8,8 @@ any other OS thread (that thread blocks on a real lock; nothing else is held up)
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable, Generic, TypeVar
+from collections.abc import Callable
+from typing import Any, Generic, TypeVar
 
 from gevent.hub import Hub, Waiter, get_hub
 from greenlet import getcurrent

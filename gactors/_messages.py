@@ -185,9 +185,9 @@ class _Envelope:
     def __eq__(self, other: object) -> bool:
         return (
             type(other) is type(self)
-            and other.message == self.message  # type: ignore[attr-defined]
-            and other.sender == self.sender  # type: ignore[attr-defined]
-            and other.recipient == self.recipient  # type: ignore[attr-defined]
+            and other.message == self.message
+            and other.sender == self.sender
+            and other.recipient == self.recipient
         )
 
     def __hash__(self) -> int:

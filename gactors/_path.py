@@ -48,7 +48,9 @@ class ActorPath:
 
     __slots__ = ("_elements", "_hash", "_parent", "_str", "_system")
 
-    def __init__(self, system: str, elements: tuple[str, ...] = (), parent: ActorPath | None = None):
+    def __init__(
+        self, system: str, elements: tuple[str, ...] = (), parent: ActorPath | None = None
+    ):
         self._system = system
         self._elements = elements
         self._parent = parent

@@ -70,7 +70,7 @@ class ActorRef:
         """The last element of the path."""
         return self._path.name
 
-    def tell(self, message: Any, sender: ActorRef | None | _Implicit = IMPLICIT) -> None:
+    def tell(self, message: Any, sender: ActorRef | _Implicit | None = IMPLICIT) -> None:
         """Send ``message`` without waiting. Inside an actor the sender defaults to it."""
         raise NotImplementedError(f"{type(self).__name__} does not implement tell")
 
@@ -82,7 +82,7 @@ class ActorRef:
         self.tell(message, g.cell.sender_or_none)
 
     def ask(
-        self, message: Any, *, timeout: float | None | object = _DEFAULT_TIMEOUT, block: bool = True
+        self, message: Any, *, timeout: float | object | None = _DEFAULT_TIMEOUT, block: bool = True
     ) -> Any:
         """Send ``message`` and wait for the reply (``block=False``: return a Future).
 
@@ -111,7 +111,7 @@ class ActorRef:
                         f"actor {self.path} cannot block asking itself: it would never reply "
                         "(use ask(..., block=False) or tell)"
                     )
-            promise._start(timeout)  # type: ignore[arg-type]
+            promise._start(timeout)
             self.tell(message, promise)
         else:
             system._run_in_hub_async(self._ask_from_thread, promise, message, timeout)
@@ -153,22 +153,23 @@ class LocalActorRef(ActorRef):
         ActorRef.__init__(self, cell.system, cell.path, cell.uid)
         self._cell = cell
 
-    def tell(self, message: Any, sender: ActorRef | None | _Implicit = IMPLICIT) -> None:
+    def tell(self, message: Any, sender: ActorRef | _Implicit | None = IMPLICIT) -> None:
         if message is None:
             raise InvalidMessageException(_NONE_ERROR)
-        if sender is IMPLICIT:
+        snd: Any = sender
+        if snd is IMPLICIT:
             g = getcurrent()
-            sender = g.ref if type(g) is Worker else None
+            snd = g.ref if type(g) is Worker else None
         cell = self._cell
         if cell.tid == get_ident():
             if cell.open:
-                cell.mailbox.append((message, sender))
+                cell.mailbox.append((message, snd))
                 if not cell.scheduled:
                     cell.dispatcher.schedule(cell)
             else:
-                cell.enqueue_closed(message, sender)  # type: ignore[arg-type]
+                cell.enqueue_closed(message, snd)
         else:
-            cell.enqueue_foreign(message, sender)  # type: ignore[arg-type]
+            cell.enqueue_foreign(message, snd)
 
     def _send_system(self, message: SystemMessage) -> None:
         self._cell.send_system(message)
@@ -179,7 +180,7 @@ class DeadLettersRef(ActorRef):
 
     __slots__ = ()
 
-    def tell(self, message: Any, sender: ActorRef | None | _Implicit = IMPLICIT) -> None:
+    def tell(self, message: Any, sender: ActorRef | _Implicit | None = IMPLICIT) -> None:
         if message is None:
             raise InvalidMessageException(_NONE_ERROR)
         if sender is IMPLICIT:
@@ -240,7 +241,7 @@ class PromiseRef(ActorRef):
             self._timer = None
             timer.close()
 
-    def tell(self, message: Any, sender: ActorRef | None | _Implicit = IMPLICIT) -> None:
+    def tell(self, message: Any, sender: ActorRef | _Implicit | None = IMPLICIT) -> None:
         if message is None:
             raise InvalidMessageException(_NONE_ERROR)
         if get_ident() != self._system._tid:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -90,7 +90,7 @@ def _strategy_ref(key: str, value: Any) -> Any:
     return value
 
 
-_VALIDATORS = {
+_VALIDATORS: dict[str, Callable[[str, Any], Any]] = {
     "guardian_supervisor_strategy": _strategy_ref,
     "default_ask_timeout": lambda k, v: _number(k, v),
     "dispatcher_throughput": lambda k, v: _int(k, v, 1),

@@ -52,7 +52,7 @@ class StashStore:
 
     def _prepend(self, envelopes: list[Envelope]) -> None:
         cell = self._cell
-        cell.mailbox.extendleft(reversed(envelopes))
+        cell.ensure_mailbox().extendleft(reversed(envelopes))
         if not cell.scheduled and not cell.dead and cell.has_work():
             cell.dispatcher.schedule(cell)
 

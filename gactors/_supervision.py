@@ -219,9 +219,7 @@ class SupervisorStrategy:
             return True
         if directive is Directive.ESCALATE:
             return False
-        self.process_failure(
-            context, directive is Directive.RESTART, child, cause, stats, children
-        )
+        self.process_failure(context, directive is Directive.RESTART, child, cause, stats, children)
         return True
 
     def handle_child_terminated(

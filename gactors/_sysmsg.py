@@ -20,7 +20,8 @@ class SystemMessage:
     stash_when_waiting = False
 
     def __repr__(self) -> str:
-        fields = ", ".join(f"{n}={getattr(self, n)!r}" for n in self.__slots__)
+        names: tuple[str, ...] = self.__slots__
+        fields = ", ".join(f"{n}={getattr(self, n)!r}" for n in names)
         return f"{type(self).__name__}({fields})"
 
 
@@ -87,7 +88,9 @@ class Failed(SystemMessage):
 class DeathWatchNotification(SystemMessage):
     __slots__ = ("actor", "address_terminated", "existence_confirmed")
 
-    def __init__(self, actor: ActorRef, existence_confirmed: bool, address_terminated: bool = False):
+    def __init__(
+        self, actor: ActorRef, existence_confirmed: bool, address_terminated: bool = False
+    ):
         self.actor = actor
         self.existence_confirmed = existence_confirmed
         self.address_terminated = address_terminated

@@ -8,8 +8,8 @@ import os
 import re
 import weakref
 from collections import deque
-from collections.abc import Mapping
-from typing import Any, Callable, TypeVar
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
 
 from gevent.hub import get_hub
 
@@ -22,7 +22,7 @@ from gactors._future import Future
 from gactors._messages import ActorIdentity, DeadLetter, Identify, Terminated
 from gactors._path import ActorPath
 from gactors._props import Props
-from gactors._ref import ActorRef, DeadLettersRef, LocalActorRef
+from gactors._ref import ActorRef, DeadLettersRef
 from gactors._scheduler import Scheduler
 from gactors._settings import Settings, load_settings
 from gactors._supervision import (
@@ -129,8 +129,8 @@ class _UserGuardian(Actor):
     def __init__(self, strategy: SupervisorStrategy) -> None:
         self._strategy = strategy
 
-    @property  # type: ignore[override]
-    def supervisor_strategy(self) -> SupervisorStrategy:
+    @property
+    def supervisor_strategy(self) -> SupervisorStrategy:  # type: ignore[override]
         return self._strategy
 
     def receive(self, message: Any) -> None:
@@ -193,7 +193,9 @@ class ActorSystem:
     """
 
     def __init__(
-        self, name: str = "default", config: Mapping[str, Any] | str | os.PathLike[str] | None = None
+        self,
+        name: str = "default",
+        config: Mapping[str, Any] | str | os.PathLike[str] | None = None,
     ) -> None:
         if not isinstance(name, str) or not _SYSTEM_NAME_RE.fullmatch(name):
             raise ValueError(
@@ -208,9 +210,10 @@ class ActorSystem:
         self._tid = get_ident()
         self._pid = os.getpid()
         self._forked = False
-        self._dispatcher = Dispatcher(self._hub, self.settings.dispatcher_throughput, self._on_fatal)
+        self._dispatcher = Dispatcher(
+            self._hub, self.settings.dispatcher_throughput, self._on_fatal
+        )
         self._calls: deque[tuple[Callable[..., Any], tuple[Any, ...]]] = deque()
-        self._woken: deque[ActorCell] = deque()
         self._async = self._hub.loop.async_()
         self._async.start(self._on_async)
         self._terminating = False
@@ -448,18 +451,14 @@ class ActorSystem:
                 if cause is not None and level >= logging.ERROR
                 else None
             )
-            logger.log(level, "[%s] %s", source, message, exc_info=exc_info, extra={"actor_path": source})
+            logger.log(
+                level, "[%s] %s", source, message, exc_info=exc_info, extra={"actor_path": source}
+            )
 
     # -- threads --------------------------------------------------------------------------------
     def _on_async(self) -> None:
-        woken = self._woken
-        schedule = self._dispatcher.schedule
-        while woken:
-            cell = woken.popleft()
-            if cell.dead:
-                cell.drain_to_dead_letters()
-            elif not cell.scheduled and cell.has_work():
-                schedule(cell)
+        # One FIFO for everything foreign threads hand over (tells, system messages,
+        # calls): each thread's requests keep their order.
         calls = self._calls
         while calls:
             fn, args = calls.popleft()
@@ -468,8 +467,9 @@ class ActorSystem:
             except Exception:
                 _log.exception("call %r carried to the hub thread failed", fn)
 
-    def _wake_from_thread(self, cell: ActorCell) -> None:
-        self._woken.append(cell)
+    def _tell_from_thread(self, ref: ActorRef, message: Any, sender: ActorRef | None) -> None:
+        """tell() from a foreign OS thread: finished by the hub thread, in order."""
+        self._calls.append((ref.tell, (message, sender)))
         self._async.send()
 
     def _run_in_hub_async(self, fn: Callable[..., Any], *args: Any) -> None:
@@ -501,4 +501,3 @@ class ActorSystem:
         if ok:
             return value
         raise value
-

@@ -7,7 +7,8 @@ thread of a system from foreign threads, so it asks gevent for the originals.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from gevent import monkey
 

@@ -42,9 +42,7 @@ def pipe_to(future: Future[Any], ref: ActorRef, sender: ActorRef | None = None) 
     return future
 
 
-def graceful_stop(
-    ref: ActorRef, timeout: float, stop_message: Any = PoisonPill
-) -> Future[bool]:
+def graceful_stop(ref: ActorRef, timeout: float, stop_message: Any = PoisonPill) -> Future[bool]:
     """Tell ``ref`` ``stop_message`` and return a Future that resolves to True once it
     terminated, or fails with :class:`AskTimeoutError` if it did not within ``timeout``."""
     if not isinstance(ref, ActorRef):

@@ -6,7 +6,9 @@ module subclasses :class:`CellState` so that mypy knows what the others provide.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
     from collections import deque
@@ -22,8 +24,16 @@ if TYPE_CHECKING:
     from gactors._system import ActorSystem
 
 
+EMPTY: Final[Mapping[Any, Any]] = MappingProxyType({})
+"""The shared, immutable empty mapping every cell starts with for its children,
+watch and to-die tables: most actors never use them, and an empty dict per table per
+actor is what an idle actor would otherwise cost. Code that adds to a table first
+swaps ``EMPTY`` for a fresh dict (copy-on-write)."""
+
+
 class CellState:
-    __slots__ = ()
+    if not TYPE_CHECKING:  # mypy would check every attribute against the empty slots
+        __slots__ = ()
 
     if TYPE_CHECKING:
         # identity
@@ -34,12 +44,12 @@ class CellState:
         ref: LocalActorRef
         parent: ActorRef
         parent_cell: Any
-        context: ActorContext
+        context_obj: ActorContext | None
         dispatcher: Dispatcher
         tid: int
         # queues and dispatch
         mailbox: deque[tuple[Any, ActorRef | None]]
-        sysq: deque[SystemMessage]
+        sysq: list[SystemMessage]
         sys_stash: list[SystemMessage]
         scheduled: bool
         open: bool
@@ -48,7 +58,7 @@ class CellState:
         # the instance
         actor: Actor | None
         behavior: Any
-        behavior_stack: list[Any]
+        behavior_stack: list[Any] | None
         sender: ActorRef | None
         current_envelope: tuple[Any, ActorRef | None] | None
         restarts: int
@@ -63,12 +73,12 @@ class CellState:
         current_sys: SystemMessage | None
         # children
         children_stats: dict[str, ChildRestartStats]
-        to_die: set[ActorRef]
+        to_die: dict[ActorRef, None]
         termination_reason: Any
         name_counter: int
         # death watch
         watching: dict[ActorRef, Any]
-        watched_by: set[ActorRef]
+        watched_by: dict[ActorRef, None]
         terminated_queued: dict[ActorRef, Any]
         # receive timeout
         rt_seconds: float | None
@@ -76,6 +86,9 @@ class CellState:
 
         # provided by the concerns and by ActorCell
         def send_system(self, message: SystemMessage) -> None: ...
+        def ensure_mailbox(self) -> deque[tuple[Any, ActorRef | None]]: ...
+        @property
+        def context(self) -> ActorContext: ...
         def new_actor(self) -> Actor: ...
         def install_actor(self, instance: Actor) -> None: ...
         def receive_message(self, message: Any) -> None: ...

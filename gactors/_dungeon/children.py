@@ -6,13 +6,13 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from gactors import _sysmsg as sm
+from gactors._dungeon._state import EMPTY, CellState
 from gactors._path import validate_name
-from gactors._dungeon._state import CellState
+from gactors._props import Props
 from gactors._supervision import ChildRestartStats
 from gactors.exceptions import IllegalStateError, InvalidActorNameException
 
 if TYPE_CHECKING:
-    from gactors._props import Props
     from gactors._ref import ActorRef
 
 # Why the cell is waiting for its children to terminate (Akka's SuspendReason).
@@ -56,6 +56,9 @@ class ChildrenView(Sequence["ActorRef"]):
         return f"ChildrenView({list(self._get())!r})"
 
 
+CELL_CLASS: Any = None
+"""``gactors._cell.ActorCell``, set by that module (it imports this one)."""
+
 _ALPHABET = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+~"
 
 
@@ -73,7 +76,8 @@ def _generated_name(n: int) -> str:
 class Children(CellState):
     """Mixin of ActorCell: the children container."""
 
-    __slots__ = ()
+    if not TYPE_CHECKING:  # mypy would check every attribute against the empty slots
+        __slots__ = ()
 
     # -- queries -----------------------------------------------------------------------------
     @property
@@ -110,10 +114,9 @@ class Children(CellState):
         return r is CREATION or isinstance(r, Recreation)
 
     # -- creation -----------------------------------------------------------------------------
-    def attach_child(self, props: Props, name: str | None, *, system_name: bool = False) -> ActorRef:
-        from gactors._cell import ActorCell
-        from gactors._props import Props
-
+    def attach_child(
+        self, props: Props, name: str | None, *, system_name: bool = False
+    ) -> ActorRef:
         if not isinstance(props, Props):
             raise TypeError(f"actor_of needs a Props, not {type(props).__name__}")
         if self.dead or self.is_terminating:
@@ -133,11 +136,15 @@ class Children(CellState):
             )
         if props.dispatcher != "default":
             raise ValueError(f"unknown dispatcher {props.dispatcher!r} (known: 'default')")
-        child = ActorCell(self.system, props, self.path.child(name), self.ref, self)
+        child = CELL_CLASS(self.system, props, self.path.child(name), self.ref, self)
         stats = ChildRestartStats(child.ref, child)
-        self.children_stats[name] = stats
+        table = self.children_stats
+        if table is EMPTY:
+            table = self.children_stats = {}
+        table[name] = stats
         child.send_system(sm.Create())
-        return child.ref
+        ref: ActorRef = child.ref
+        return ref
 
     # -- stopping -----------------------------------------------------------------------------
     def stop_ref(self, ref: ActorRef) -> None:
@@ -152,8 +159,11 @@ class Children(CellState):
         ref._send_system(sm.Terminate())
 
     def mark_dying(self, ref: ActorRef) -> None:
-        if ref not in self.to_die:
-            self.to_die.add(ref)
+        to_die = self.to_die
+        if ref not in to_die:
+            if to_die is EMPTY:
+                to_die = self.to_die = {}
+            to_die[ref] = None
             if self.termination_reason is None:
                 self.termination_reason = USER_REQUEST
 
@@ -174,7 +184,8 @@ class Children(CellState):
         s = self.stats_for(ref)
         if s is not None:
             del self.children_stats[ref.path.name]
-        self.to_die.discard(ref)
+        if ref in self.to_die:
+            del self.to_die[ref]
         if not self.to_die and self.termination_reason is not None:
             reason = self.termination_reason
             if reason is TERMINATION:

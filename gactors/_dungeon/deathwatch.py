@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from gactors import _sysmsg as sm
-from gactors._dungeon._state import CellState
+from gactors._dungeon._state import EMPTY, CellState
 from gactors._messages import Terminated
 from gactors.exceptions import IllegalStateError
 
@@ -21,7 +21,8 @@ class DeathWatch(CellState):
     already put into the mailbox, so that ``unwatch`` can still cancel it.
     """
 
-    __slots__ = ()
+    if not TYPE_CHECKING:  # mypy would check every attribute against the empty slots
+        __slots__ = ()
 
     def watch(self, ref: ActorRef, message: Any) -> ActorRef:
         from gactors._ref import ActorRef
@@ -38,6 +39,8 @@ class DeathWatch(CellState):
                     f"{watching[ref]!r}; unwatch it before watching with {message!r}"
                 )
             return ref
+        if watching is EMPTY:
+            watching = self.watching = {}
         watching[ref] = message
         ref._send_system(sm.Watch(ref, self.ref))
         return ref
@@ -50,17 +53,20 @@ class DeathWatch(CellState):
         if ref in self.watching:
             del self.watching[ref]
             ref._send_system(sm.Unwatch(ref, self.ref))
-        self.terminated_queued.pop(ref, None)
+        if ref in self.terminated_queued:
+            del self.terminated_queued[ref]
         return ref
 
     # -- system messages ------------------------------------------------------------------------
     def add_watcher(self, watchee: ActorRef, watcher: ActorRef) -> None:
         if watchee == self.ref and watcher != self.ref:
-            self.watched_by.add(watcher)
+            if self.watched_by is EMPTY:
+                self.watched_by = {}
+            self.watched_by[watcher] = None
 
     def rem_watcher(self, watchee: ActorRef, watcher: ActorRef) -> None:
-        if watchee == self.ref:
-            self.watched_by.discard(watcher)
+        if watchee == self.ref and watcher in self.watched_by:
+            del self.watched_by[watcher]
 
     def watched_actor_terminated(
         self, actor: ActorRef, existence_confirmed: bool, address_terminated: bool
@@ -70,9 +76,11 @@ class DeathWatch(CellState):
             message = watching.pop(actor)
             if not self.is_terminating:
                 # Through the ordinary mailbox, behind what was sent before, as in Akka.
-                self.mailbox.append(
+                self.ensure_mailbox().append(
                     (Terminated(actor, existence_confirmed, address_terminated), actor)
                 )
+                if self.terminated_queued is EMPTY:
+                    self.terminated_queued = {}
                 self.terminated_queued[actor] = message
         if self.stats_for(actor) is not None:
             self.handle_child_terminated(actor)
@@ -90,7 +98,7 @@ class DeathWatch(CellState):
         watchers = self.watched_by
         if watchers:
             parent = self.parent
-            self.watched_by = set()
+            self.watched_by = EMPTY  # type: ignore[assignment]
             for w in watchers:
                 # The parent learns of it from the notification every child sends it.
                 if w != parent:
@@ -102,5 +110,5 @@ class DeathWatch(CellState):
             me = self.ref
             for ref in list(watching):
                 ref._send_system(sm.Unwatch(ref, me))
-            watching.clear()
-        self.terminated_queued.clear()
+            self.watching = EMPTY  # type: ignore[assignment]
+        self.terminated_queued = EMPTY  # type: ignore[assignment]

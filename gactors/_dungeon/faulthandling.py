@@ -33,7 +33,8 @@ FATAL = (KeyboardInterrupt, SystemExit, GreenletExit)
 class FaultHandling(CellState):
     """Mixin of ActorCell."""
 
-    __slots__ = ()
+    if not TYPE_CHECKING:  # mypy would check every attribute against the empty slots
+        __slots__ = ()
 
     # -- suspension ------------------------------------------------------------------------
     def suspend_non_recursive(self) -> None:
@@ -258,7 +259,9 @@ class FaultHandling(CellState):
             return
         self.sender = child
         strategy = self.strategy()
-        if not strategy.handle_failure(self.context, child, f.cause, stats, self.live_child_stats()):
+        if not strategy.handle_failure(
+            self.context, child, f.cause, stats, self.live_child_stats()
+        ):
             raise f.cause  # escalate: fail with the very same exception object
 
     def handle_child_terminated(self, ref: ActorRef) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
 from gactors._dungeon._state import CellState
 from gactors._messages import ReceiveTimeout as _RECEIVE_TIMEOUT
@@ -12,7 +13,8 @@ class ReceiveTimeout(CellState):
     """Mixin of ActorCell. The timer is a hub timer; it is re-armed after a batch that
     processed at least one message that influences the timeout."""
 
-    __slots__ = ()
+    if not TYPE_CHECKING:  # mypy would check every attribute against the empty slots
+        __slots__ = ()
 
     @property
     def receive_timeout(self) -> float | None:

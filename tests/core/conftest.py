@@ -5,6 +5,7 @@ from __future__ import annotations
 from gevent import monkey
 
 monkey.patch_all()
+# ruff: noqa: E402  (the patch must come before anything imports the stdlib modules it patches)
 
 from collections.abc import Iterator
 from typing import Any

@@ -34,7 +34,9 @@ def test_ref_context_and_log_usable_in_init(system: ActorSystem) -> None:
     assert kid.path.parent == ref.path
 
 
-def test_self_log_tags_records_with_path(system: ActorSystem, caplog: pytest.LogCaptureFixture) -> None:
+def test_self_log_tags_records_with_path(
+    system: ActorSystem, caplog: pytest.LogCaptureFixture
+) -> None:
     class Logs(Actor):
         def receive(self, message: Any) -> None:
             self.log.warning("hello %s", message)
@@ -86,7 +88,7 @@ def test_props_factory_called_again_on_restart(system: ActorSystem) -> None:
 def test_props_validation() -> None:
     with pytest.raises(TypeError, match="callable"):
         Props(42)  # type: ignore[arg-type]
-    with pytest.raises(TypeError, match="not a gactors.Actor subclass"):
+    with pytest.raises(TypeError, match=r"not a gactors\.Actor subclass"):
         Props(dict)  # type: ignore[arg-type]
     p = Props(Echo)
     assert p.with_dispatcher("default").dispatcher == "default"
@@ -111,7 +113,9 @@ def test_unknown_dispatcher_is_rejected(system: ActorSystem) -> None:
         system.actor_of(Props(Echo).with_dispatcher("nope"))
 
 
-def test_bounded_mailbox_overflow_goes_to_dead_letters(system: ActorSystem, dead_letters: Collector) -> None:
+def test_bounded_mailbox_overflow_goes_to_dead_letters(
+    system: ActorSystem, dead_letters: Collector
+) -> None:
     import gevent
 
     gate = gevent.event.Event()

@@ -21,7 +21,9 @@ def live_greenlets() -> int:
     return sum(1 for o in gc.get_objects() if isinstance(o, greenlet.greenlet) and not o.dead)
 
 
-def test_system_messages_overtake_user_messages(system: ActorSystem, dead_letters: Collector) -> None:
+def test_system_messages_overtake_user_messages(
+    system: ActorSystem, dead_letters: Collector
+) -> None:
     """A stop (system message) sent after 100 queued messages is processed right after
     the current message: the rest go to dead letters."""
     gate = Event()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import queue
 from typing import Any
 
 import pytest
@@ -41,7 +42,7 @@ def test_actor_subscriber_and_unsubscribe(system: ActorSystem) -> None:
     assert q.get(timeout=2) is ev
     assert system.event_stream.unsubscribe(ref) is True
     system.event_stream.publish(Base())
-    with pytest.raises(Exception):
+    with pytest.raises(queue.Empty):
         q.get(timeout=0.05)
 
 

@@ -216,7 +216,7 @@ def test_equality_by_path_and_uid(system: ActorSystem) -> None:
     p.tell("make")
     second = q.get(timeout=2)
     assert first.path == second.path
-    assert first != second and hash(first) != hash(second) or first != second
+    assert (first != second and hash(first) != hash(second)) or first != second
     assert first == first and {first: 1}[first] == 1
     assert "kid" in repr(first) and str(first) == str(first.path)
 
