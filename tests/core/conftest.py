@@ -1,11 +1,6 @@
-"""Fixtures for the runtime-core tests. The whole run is monkey-patched, like the apps we serve."""
+"""Fixtures for the runtime-core tests (the run is monkey-patched by tests/conftest.py)."""
 
 from __future__ import annotations
-
-from gevent import monkey
-
-monkey.patch_all()
-# ruff: noqa: E402  (the patch must come before anything imports the stdlib modules it patches)
 
 from collections.abc import Iterator
 from typing import Any
