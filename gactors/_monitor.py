@@ -34,7 +34,6 @@ How it works, and why it is shaped like this:
 from __future__ import annotations
 
 import logging
-import os
 import sys
 import traceback
 import warnings
@@ -61,7 +60,6 @@ __all__ = ["is_monitoring", "start_monitoring", "stop_monitoring"]
 _log = logging.getLogger("gactors.hub")
 
 _RUN_BATCH_CODE = ActorCell.run_batch.__code__
-_PRINT_ENV = "GEVENT_MONITOR_PRINT_BLOCKING_REPORTS"
 _EPSILON = 1e-6
 
 # Process-wide state, guarded by _lock (a real lock: the monitoring threads read it).
@@ -113,11 +111,16 @@ class _HubWatch:
                 with warnings.catch_warnings():
                     # Memory monitoring needs psutil; we did not ask for it.
                     warnings.filterwarnings("ignore", message="Unable to monitor memory usage")
-                    hub.start_periodic_monitoring_thread()
+                    thread: Any = hub.start_periodic_monitoring_thread()
             finally:
                 config.monitor_thread = enabled
             # If the application enabled gevent's monitor itself, the thread is theirs.
             self.owns_thread = not enabled
+            if self.owns_thread and hasattr(thread, "_show_blocking_report"):
+                # Our warning replaces gevent's printed report on the threads we start
+                # (gevent >= 25 documents this method as replaceable at run time; older
+                # versions always print it).
+                thread._show_blocking_report = _no_report
         self.thread = hub.periodic_monitoring_thread
 
     def close(self) -> None:
@@ -171,9 +174,14 @@ class _HubWatch:
                 if system not in ep.logged and elapsed + _EPSILON >= threshold:
                     ep.logged.add(system)
                     due.append((system, threshold))
+        # Publishing must not wait for the logging below (which may wait for a lock).
+        self.async_.send()
         for system, threshold in due:
             _warn(system, ep, elapsed, threshold)
-        self.async_.send()
+
+
+def _no_report(hub: Any, report: Any, active_greenlet: Any) -> tuple[Any, Any]:
+    return (active_greenlet, report)
 
 
 def _warn(system: ActorSystem, ep: _Episode, seconds: float, threshold: float) -> None:
@@ -229,22 +237,13 @@ def _on_zope_event(event: Any) -> None:
 
 
 def _apply_config_locked() -> None:
-    """Make gevent's settings match the live thresholds (call with _lock held)."""
+    """Make gevent's blocking period the smallest live threshold (call with _lock held)."""
     global _saved_config
     config = gevent.config
     thresholds = [t for w in _watches.values() for t in w.systems.values()]
     if thresholds:
         if _saved_config is None:
             _saved_config = {"max_blocking_time": config.max_blocking_time}
-            # Our warning replaces gevent's own printed report, unless the application
-            # asked for gevent's monitor (or its reports) explicitly.
-            if (
-                hasattr(config, "print_blocking_reports")
-                and not config.monitor_thread
-                and _PRINT_ENV not in os.environ
-            ):
-                _saved_config["print_blocking_reports"] = config.print_blocking_reports
-                config.print_blocking_reports = False
         config.max_blocking_time = min(thresholds)
     elif _saved_config is not None:
         for key, value in _saved_config.items():
