@@ -472,7 +472,7 @@ _AUTO: dict[type, Callable[[ActorCell, Any], None]] = {
 
 _SYSTEM_HANDLERS: dict[type, Callable[[ActorCell, Any], None]] = {
     sm.Create: lambda c, m: c.create(),
-    sm.Recreate: lambda c, m: c.fault_recreate(m.cause),
+    sm.Recreate: lambda c, m: c.fault_recreate(m.cause, m.survivor),
     sm.Suspend: lambda c, m: c.fault_suspend(),
     sm.Resume: lambda c, m: c.fault_resume(m.caused_by_failure),
     sm.Terminate: lambda c, m: c.terminate(),

@@ -30,11 +30,15 @@ class Create(SystemMessage):
 
 
 class Recreate(SystemMessage):
-    __slots__ = ("cause",)
+    """Restart. ``survivor``: restarted because the parent restarted (SPEC 6.3 f), so
+    ``pre_restart`` gets ``message=None`` even if this actor's own message failed."""
+
+    __slots__ = ("cause", "survivor")
     stash_when_waiting = True
 
-    def __init__(self, cause: BaseException):
+    def __init__(self, cause: BaseException, survivor: bool = False):
         self.cause = cause
+        self.survivor = survivor
 
 
 class Suspend(SystemMessage):

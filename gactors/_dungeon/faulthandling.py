@@ -71,7 +71,7 @@ class FaultHandling(CellState):
             self.failed_message = None
         self.resume_children(caused_by_failure, perp)
 
-    def fault_recreate(self, cause: BaseException) -> None:
+    def fault_recreate(self, cause: BaseException, survivor: bool = False) -> None:
         if self.actor is None:
             self.fault_create()
             return
@@ -80,7 +80,9 @@ class FaultHandling(CellState):
             return
         failed_actor = self.actor
         self.lifecycle_debug("restarting")
-        message = self.failed_message
+        # SPEC 3 and 6.3(f): only a restart decided on this actor's own failure passes
+        # the failing message; sibling, child and escalation restarts pass None.
+        message = None if survivor else self.failed_message
         try:
             failed_actor.pre_restart(cause, message)
         except FATAL:
@@ -124,7 +126,7 @@ class FaultHandling(CellState):
                 # A failure this child reported before now (waiting in our stash) is
                 # settled by this restart: it must not be decided on again (SPEC 6.2).
                 stats.settled_seq = stats.cell.failure_seq
-            child._send_system(sm.Recreate(cause))
+            child._send_system(sm.Recreate(cause, survivor=True))
 
     def fault_create(self) -> None:
         self.cancel_receive_timeout()

@@ -447,13 +447,14 @@ def test_pending_child_failure_settled_by_parent_restart(
     assert builds == ["parent", "kid", "parent", "kid"]
 
 
-def test_escalated_failure_restart_gives_the_origin_its_message(
+def test_escalated_failure_restart_gives_survivors_no_message(
     actor_system: ActorSystem, probe: Probe
 ) -> None:
     # The middle escalates; the top restarts it keeping its children, so both leaves
-    # are restarted as survivors with the escalated exception as reason. The sibling
-    # gets message=None; the leaf that failed gets its own failing message, because
-    # that restart was caused by its own message (SPEC §14; as in Akka).
+    # are restarted as survivors with the escalated exception as reason and
+    # message=None: SPEC 3 ("None for sibling/child/escalation restarts") and 6.3(f)
+    # ("surviving children are restarted ... with message=None"), even for the leaf
+    # whose own message failed. (Akka passes that leaf its message; the spec wins.)
     class Leaf(Actor):
         def receive(self, message: Any) -> None:
             raise message.exc
@@ -471,7 +472,7 @@ def test_escalated_failure_restart_gives_the_origin_its_message(
     with event_filter(actor_system, Boom, occurrences=1, source=str(middle.path)):
         origin.tell(failing)
         got = {name: (reason, message) for name, reason, message in probe.receive_n(2)}
-    assert got == {"origin": (failing.exc, failing), "sibling": (failing.exc, None)}
+    assert got == {"origin": (failing.exc, None), "sibling": (failing.exc, None)}
     assert got["origin"][0] is failing.exc
 
 
