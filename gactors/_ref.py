@@ -43,7 +43,7 @@ _NONE_ERROR = "None is not a valid message (use a sentinel object instead)"
 def current_sender_ref() -> ActorRef | None:
     """The actor running in the current greenlet, if any (the implicit sender)."""
     g = getcurrent()
-    return g.ref if type(g) is Worker else None
+    return g.cell.ref if type(g) is Worker else None  # type: ignore[union-attr]
 
 
 class ActorRef:
@@ -106,7 +106,7 @@ class ActorRef:
         if get_ident() == system._tid:
             if block:
                 g = getcurrent()
-                if type(g) is Worker and g.ref == self:
+                if type(g) is Worker and g.cell.ref == self:  # type: ignore[union-attr]
                     raise IllegalStateError(
                         f"actor {self.path} cannot block asking itself: it would never reply "
                         "(use ask(..., block=False) or tell)"
@@ -159,13 +159,19 @@ class LocalActorRef(ActorRef):
         snd: Any = sender
         if snd is IMPLICIT:
             g = getcurrent()
-            snd = g.ref if type(g) is Worker else None
+            # A worker's cell is always set while code runs in it.
+            snd = g.cell.ref if type(g) is Worker else None  # type: ignore[union-attr]
         cell = self._cell
         if cell.tid == get_ident():
             if cell.open:
                 cell.mailbox.append((message, snd))
                 if not cell.scheduled:
-                    cell.dispatcher.schedule(cell)
+                    # Dispatcher.schedule, inlined.
+                    cell.scheduled = True
+                    d = cell.dispatcher
+                    d.ready.append(cell)
+                    if not d.armed:
+                        d.kick()
             else:
                 cell.enqueue_closed(message, snd)
         else:

@@ -372,7 +372,7 @@ class ActorSystem:
         self._forked = True
         # Nothing of the parent's runs in the child: workers find no work, and closing
         # every mailbox sends tell() to the slow path, which raises.
-        self._dispatcher._ready.clear()
+        self._dispatcher.ready.clear()
         cells = [self._root]
         while cells:
             cell = cells.pop()
