@@ -68,7 +68,7 @@ class ActorRef:
     @property
     def name(self) -> str:
         """The last element of the path."""
-        return self._path.name
+        return self.path.name
 
     def tell(self, message: Any, sender: ActorRef | _Implicit | None = IMPLICIT) -> None:
         """Send ``message`` without waiting. Inside an actor the sender defaults to it."""
@@ -135,13 +135,13 @@ class ActorRef:
         return hash(self._path) ^ self._uid
 
     def __lt__(self, other: ActorRef) -> bool:
-        return (str(self._path), self._uid) < (str(other._path), other._uid)
+        return (str(self.path), self._uid) < (str(other.path), other._uid)
 
     def __repr__(self) -> str:
         return f"ActorRef({self._path}#{self._uid})"
 
     def __str__(self) -> str:
-        return str(self._path)
+        return str(self.path)
 
 
 class LocalActorRef(ActorRef):
@@ -211,13 +211,26 @@ class PromiseRef(ActorRef):
     def __init__(
         self, system: ActorSystem, future: Future[Any], target: ActorRef | None, message: Any
     ) -> None:
-        n = next(_promise_ids)
-        ActorRef.__init__(self, system, system._temp_path.child(f"${n}"), n)
+        # The path is only built if somebody looks at it: most asks never do.
+        ActorRef.__init__(self, system, None, next(_promise_ids))  # type: ignore[arg-type]
         self._future = future
         self._target = target
         self._message = message
         self._timer: Any = None
         self._on_system: Any = None
+
+    @property
+    def path(self) -> ActorPath:
+        p = self._path
+        if p is None:
+            p = self._path = self._system._temp_path.child(f"${self._uid}")
+        return p
+
+    def __eq__(self, other: object) -> bool:
+        return self is other
+
+    def __hash__(self) -> int:
+        return id(self)
 
     def _start(self, timeout: float | None) -> None:
         if timeout is not None and not self._future.done():
@@ -282,4 +295,4 @@ class PromiseRef(ActorRef):
             handler(message)
 
     def __repr__(self) -> str:
-        return f"PromiseRef({self._path})"
+        return f"PromiseRef({self.path})"
