@@ -176,16 +176,17 @@ class ActorCell(Children, DeathWatch, FaultHandling, ReceiveTimeout):
                 self.scheduled = False
             return
         mailbox = self.mailbox
-        auto = _AUTO
+        auto_handler = _AUTO.get
         influenced = False
         rt = self.rt_seconds is not None
-        n = throughput
-        while mailbox:
+        for _ in range(throughput):
+            if not mailbox:
+                break
             # The envelope itself is kept for Stash (it stashes the very tuple).
             message, sender = self.current_envelope = mailbox.popleft()
             self.sender = sender
             try:
-                handler = auto.get(type(message))
+                handler = auto_handler(type(message))
                 if handler is None:
                     self.behavior(message)
                 else:
@@ -199,13 +200,10 @@ class ActorCell(Children, DeathWatch, FaultHandling, ReceiveTimeout):
                 self.process_system()
                 if self.suspend_count or self.dead:
                     break
-            n -= 1
-            if not n:
-                break
         self.current_envelope = None
         if influenced and self.rt_seconds is not None:
             self.check_receive_timeout()
-        if sysq or (mailbox and not self.suspend_count and not self.dead):
+        if sysq or (self.mailbox and not self.suspend_count and not self.dead):
             ready.append(self)
         else:
             self.scheduled = False
