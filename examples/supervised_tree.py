@@ -7,11 +7,17 @@ from gevent import monkey
 
 monkey.patch_all()
 
+import logging  # noqa: E402
 from typing import Any  # noqa: E402
 
-import gevent  # noqa: E402
-
-from gactors import Actor, ActorSystem, AllForOneStrategy, Identify, Props  # noqa: E402
+from gactors import (  # noqa: E402
+    Actor,
+    ActorSystem,
+    AllForOneStrategy,
+    Identify,
+    LogEvent,
+    Props,
+)
 
 
 class Stage(Actor):
@@ -40,7 +46,10 @@ class Pipeline(Actor):
 
 
 def main() -> None:
+    # The failure below is on purpose: show its log event in one line, no traceback.
+    logging.getLogger("gactors").setLevel(logging.CRITICAL)
     with ActorSystem("example") as system:
+        system.event_stream.subscribe(lambda e: print("log:", e.message), LogEvent)
         pipeline = system.actor_of(Props(Pipeline), "pipeline")
         for i in range(100):
             pipeline.tell(f"record-{i}")
@@ -49,9 +58,13 @@ def main() -> None:
         store = system.lookup("/user/pipeline/store")
         assert store is not None
         print("store has", store.ask("items", timeout=2), "items")
-        system.lookup("/user/pipeline/enrich").tell("corrupt")  # type: ignore[union-attr]
-        # Supervision is asynchronous: give the all-for-one restart a moment to happen.
-        gevent.sleep(0.1)
+        enrich = system.lookup("/user/pipeline/enrich")
+        assert enrich is not None
+        enrich.tell("corrupt")
+        # Supervision is asynchronous. Identify is answered in mailbox order, so by the
+        # time enrich answers it has been restarted -- and so has every sibling, since
+        # the pipeline restarted them all at once.
+        enrich.ask(Identify(1), timeout=2)
         print("after the failure, store has", store.ask("items", timeout=2), "items")
         print(system.tree())
 
