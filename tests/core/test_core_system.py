@@ -173,3 +173,26 @@ def test_recorder_receives_in_send_order(system: ActorSystem) -> None:
     for i in range(1000):
         ref.tell(i)
     assert [q.get(timeout=2) for _ in range(1000)] == list(range(1000))
+
+
+def test_import_never_patches_nor_starts_greenlets_or_threads() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import gc, threading, greenlet\n"
+        "from gevent import monkey\n"
+        "before = threading.active_count()\n"
+        "import gactors, gactors.testkit, gactors.routing, gactors.backoff, gactors.plugins\n"
+        "import gactors.contrib.wsgi\n"
+        "assert not monkey.is_anything_patched(), 'import patched something'\n"
+        "live = [g for g in gc.get_objects() if isinstance(g, greenlet.greenlet) and not g.dead]\n"
+        "assert len(live) == 1, live\n"
+        "assert threading.active_count() == before\n"
+        "print('clean')\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "clean"
