@@ -187,7 +187,7 @@ def test_import_never_patches_nor_starts_greenlets_or_threads() -> None:
         "import gactors.contrib.wsgi\n"
         "assert not monkey.is_anything_patched(), 'import patched something'\n"
         "live = [g for g in gc.get_objects() if isinstance(g, greenlet.greenlet) and not g.dead]\n"
-        "assert len(live) == 1, live\n"
+        "assert len(live) <= 1, live  # at most the main greenlet\n"
         "assert threading.active_count() == before\n"
         "print('clean')\n"
     )
