@@ -15,9 +15,15 @@ How it works, and why it is shaped like this:
   thread for the hub of every system with a ``blocking_threshold`` (and stop it again
   when the last such system on that hub terminates, if we were the ones who started
   it), and set ``max_blocking_time`` to the smallest live threshold.
-* The greenlet of the event is a dispatcher :class:`~gactors._dispatch.Worker` whose
-  ``cell`` is the actor being run. ``current_cell()`` would not help: the event is
-  notified in the monitoring thread.
+* Which actor is blocking is read off the blocked thread's stack
+  (``sys._current_frames()``): the frame of ``ActorCell.run_batch`` holds the cell being
+  run, and the frames below it are the actor's own code, which is the stack we report.
+  ``current_cell()`` would not help (the event is notified in the monitoring thread), and
+  the greenlet the event names is only the last one gevent's tracer saw being switched
+  to, which is usually the dispatcher :class:`~gactors._dispatch.Worker` running the
+  actor, but not always. When the stack has no ``run_batch`` frame (the actor switched
+  into a greenlet of its own, whose frames stop at that greenlet), the actor is the one
+  of the worker that greenlet was started from, if any.
 * gevent reports again every period while the hub stays blocked. Consecutive reports
   for the same greenlet running the same actor are one *episode*: its warning is logged
   once, at once, from the monitoring thread (the hub thread is blocked, and for a hub
@@ -29,6 +35,10 @@ How it works, and why it is shaped like this:
 * ``seconds`` is a lower bound: gevent only knows that no switch happened during the
   last whole period, so the start of an episode is taken as one period before its
   first report.
+* On the monitoring threads we start, gevent's own printed report is switched off
+  (gevent >= 25 lets us replace ``_show_blocking_report``; 24.x always prints it): our
+  warning says the same, naming the actor. A monitor the application enabled itself
+  (``gevent.config.monitor_thread``) is left as configured.
 """
 
 from __future__ import annotations
@@ -158,7 +168,13 @@ class _HubWatch:
     # -- monitoring thread ------------------------------------------------------------------
     def blocked(self, greenlet: Any, period: float) -> None:
         now = perf_counter()
-        cell = greenlet.cell if type(greenlet) is Worker else None
+        # The actor is read off the blocked thread's stack rather than off the greenlet
+        # gevent names: that is the last greenlet its tracer saw being switched to, which
+        # goes stale after a switch the tracer does not see (such as the garbage collector
+        # killing a parked greenlet and resuming the current one).
+        stack, cell = _inspect(self.tid)
+        if cell is None:
+            cell = _worker_cell(greenlet)
         due: list[tuple[ActorSystem, float]] = []
         with _lock:
             ep = self.episode
@@ -168,7 +184,7 @@ class _HubWatch:
                 self.finished.append(ep)
                 ep = None
             if ep is None:
-                ep = self.episode = _Episode(greenlet, cell, now - period, _stack(self.tid))
+                ep = self.episode = _Episode(greenlet, cell, now - period, stack)
             elapsed = now - ep.start
             for system, threshold in self.systems.items():
                 if system not in ep.logged and elapsed + _EPSILON >= threshold:
@@ -190,7 +206,7 @@ def _warn(system: ActorSystem, ep: _Episode, seconds: float, threshold: float) -
         who = f"actor {source}"
     else:
         source = "gevent-hub"
-        who = f"greenlet {ep.greenlet!r} (outside any actor)"
+        who = "code outside any actor"
     system._publish_log(
         logging.WARNING,
         source,
@@ -201,19 +217,36 @@ def _warn(system: ActorSystem, ep: _Episode, seconds: float, threshold: float) -
     )
 
 
-def _stack(tid: int) -> str:
-    """The stack of the blocked hub thread, from the actor's code down (monitor thread)."""
+def _worker_cell(greenlet: Any) -> ActorCell | None:
+    """The actor run by ``greenlet``, or by the worker it was started from."""
+    g = greenlet
+    while g is not None:
+        if type(g) is Worker:
+            return g.cell
+        g = getattr(g, "parent", None)
+    return None
+
+
+def _inspect(tid: int) -> tuple[str, ActorCell | None]:
+    """The blocked hub thread's stack from the actor's code down, and the actor's cell.
+
+    Runs in the monitoring thread. The dispatcher frames above ``ActorCell.run_batch``
+    are left out; that frame's ``self`` is the cell of the actor being run.
+    """
     frame: FrameType | None = sys._current_frames().get(tid)
     frames: list[FrameType] = []
+    cell: ActorCell | None = None
     try:
         while frame is not None:
             if frame.f_code is _RUN_BATCH_CODE:
-                break  # what is above is the dispatcher: not interesting
+                owner = frame.f_locals.get("self")
+                cell = owner if isinstance(owner, ActorCell) else None
+                break
             frames.append(frame)
             frame = frame.f_back
         frames.reverse()
         summary = traceback.StackSummary.extract((f, f.f_lineno) for f in frames)
-        return "".join(summary.format())
+        return "".join(summary.format()), cell
     finally:
         del frame, frames
 

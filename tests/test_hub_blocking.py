@@ -13,6 +13,7 @@ from typing import Any
 
 import gevent
 import gevent.event
+import greenlet
 import pytest
 from gevent import monkey
 from gevent._monitor import PeriodicMonitoringThread
@@ -118,6 +119,28 @@ def test_back_to_back_blocking_actors_are_told_apart(system: ActorSystem) -> Non
     assert blocked.enough.wait(timeout=10)
     assert [e.actor_path for e in blocked.events] == [str(first.path), str(second.path)]
     assert all(0.1 <= e.seconds <= 5.0 for e in blocked.events)
+
+
+class NestedBlocker(Actor):
+    """Blocks inside a greenlet of its own, started from its receive."""
+
+    def receive(self, message: Any) -> None:
+        inner = greenlet.greenlet(lambda: real_sleep(0.5))
+        inner.switch()
+        self.sender.tell("done")
+
+
+def test_blocking_in_a_greenlet_started_by_an_actor_names_that_actor(
+    system: ActorSystem,
+) -> None:
+    blocked = Collector()
+    system.event_stream.subscribe(blocked, HubBlocked)
+    nested = system.actor_of(Props(NestedBlocker), "nested")
+    assert nested.ask("go", timeout=10) == "done"
+    assert blocked.enough.wait(timeout=10)
+    (event,) = blocked.events
+    assert event.actor_path == str(nested.path)
+    assert "real_sleep(0.5)" in event.stack
 
 
 def test_blocking_outside_any_actor_is_reported_without_a_path(system: ActorSystem) -> None:
