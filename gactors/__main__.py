@@ -9,8 +9,11 @@ import sys
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m gactors")
     sub = parser.add_subparsers(dest="command", required=True)
-    demo = sub.add_parser("demo", help="run the supervision tour")
-    demo.add_argument("--fast", action="store_true", help="shorter pauses (for CI)")
+    demo = sub.add_parser(
+        "demo",
+        help="a 15-second tour of supervision: a live actor tree while failures are injected",
+    )
+    demo.add_argument("--fast", action="store_true", help="the same tour with short pauses (CI)")
     args = parser.parse_args(argv)
     if args.command == "demo":
         from gevent import monkey
