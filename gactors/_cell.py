@@ -161,8 +161,8 @@ class ActorCell(Children, DeathWatch, FaultHandling, ReceiveTimeout):
         return ctx
 
     # -- the message loop (called by a dispatcher worker) -------------------------------------
-    def run_batch(self, throughput: int, ready: deque[ActorCell]) -> None:
-        """Process system messages, then up to ``throughput`` user messages; then put
+    def run_batch(self, throughput: range, ready: deque[ActorCell]) -> None:
+        """Process system messages, then up to ``len(throughput)`` user messages; then put
         the cell back on the dispatcher's ``ready`` queue if it still has work, or mark
         it idle. (Doing the re-queue here saves a call per batch on the hottest path.)
         """
@@ -179,7 +179,7 @@ class ActorCell(Children, DeathWatch, FaultHandling, ReceiveTimeout):
         auto_handler = _AUTO.get
         influenced = False
         rt = self.rt_seconds is not None
-        for _ in range(throughput):
+        for _ in throughput:  # a range made once by the dispatcher
             if not mailbox:
                 break
             # The envelope itself is kept for Stash (it stashes the very tuple).

@@ -138,7 +138,7 @@ class Dispatcher:
     def _run(self) -> None:
         w: Any = greenlet.getcurrent()
         ready = self.ready
-        throughput = self.throughput
+        throughput = range(self.throughput)
         deadline = perf_counter() + YIELD_INTERVAL
         batches = 0
         try:
