@@ -2,17 +2,17 @@
 
 Three kinds of plugins exist, each with its interface in :mod:`gactors.interfaces`:
 
-==================  ======================================  ===========================
-kind                what is registered                      entry-point group
-==================  ======================================  ===========================
-``"strategy"``      an :class:`ISupervisorStrategy`         ``gactors.strategies``
-                    provider, or a class implementing it
-                    (instantiated on every lookup)
-``"configurator"``  an :class:`ISupervisorStrategyConfig-   ``gactors.configurators``
-                    urator` class (or instance)
-``"backoff_policy"`` a factory ``(min_backoff, max_backoff,  ``gactors.backoff_policies``
-                    random_factor) -> IBackoffPolicy``
-==================  ======================================  ===========================
+====================  ========================================  ============================
+kind                  what is registered                        entry-point group
+====================  ========================================  ============================
+``"strategy"``        an :class:`ISupervisorStrategy`           ``gactors.strategies``
+                      provider, or a class implementing it
+                      (instantiated on every lookup)
+``"configurator"``    an ``ISupervisorStrategyConfigurator``    ``gactors.configurators``
+                      class (or instance)
+``"backoff_policy"``  a factory ``(min_backoff, max_backoff,    ``gactors.backoff_policies``
+                      random_factor) -> IBackoffPolicy``
+====================  ========================================  ============================
 
 Registration (``register_*``) verifies the object with ``zope.interface.verify`` and
 raises :class:`~gactors.PluginError` naming what is missing; a name already taken
