@@ -46,12 +46,12 @@ from __future__ import annotations
 import logging
 import sys
 import traceback
-import warnings
 from time import perf_counter
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 import gevent
+from gevent._monitor import PeriodicMonitoringThread
 from gevent.events import EventLoopBlocked, subscribers
 from greenlet import getcurrent
 
@@ -113,25 +113,28 @@ class _HubWatch:
     # -- hub thread -------------------------------------------------------------------------
     def ensure_thread(self) -> None:
         hub = self.hub
-        if hub.periodic_monitoring_thread is None:
-            config = gevent.config
-            enabled = bool(config.monitor_thread)
-            config.monitor_thread = True
-            try:
-                with warnings.catch_warnings():
-                    # Memory monitoring needs psutil; we did not ask for it.
-                    warnings.filterwarnings("ignore", message="Unable to monitor memory usage")
-                    thread: Any = hub.start_periodic_monitoring_thread()
-            finally:
-                config.monitor_thread = enabled
-            # If the application enabled gevent's monitor itself, the thread is theirs.
-            self.owns_thread = not enabled
-            if self.owns_thread and hasattr(thread, "_show_blocking_report"):
-                # Our warning replaces gevent's printed report on the threads we start
-                # (gevent >= 25 documents this method as replaceable at run time; older
-                # versions always print it).
-                thread._show_blocking_report = _no_report
-        self.thread = hub.periodic_monitoring_thread
+        thread: Any = hub.periodic_monitoring_thread
+        if thread is None:
+            if gevent.config.monitor_thread:
+                # The application asked for gevent's monitor: gevent starts it its way,
+                # and it stays the application's.
+                thread = hub.start_periodic_monitoring_thread()
+                self.owns_thread = False
+            else:
+                # Ours, for blocking detection only. Not through
+                # hub.start_periodic_monitoring_thread(): it would also set up memory
+                # monitoring (trying to import psutil) and announce the thread to entry
+                # points (scanning the installed distributions), both in the hub's thread
+                # with the monitor already running: slow enough, on a busy machine, to be
+                # reported as blocking the hub.
+                thread = PeriodicMonitoringThread(hub)
+                hub.periodic_monitoring_thread = thread
+                self.owns_thread = True
+                if hasattr(thread, "_show_blocking_report"):
+                    # Our warning replaces gevent's printed report (gevent >= 25 documents
+                    # this method as replaceable at run time; 24.x always prints it).
+                    thread._show_blocking_report = _no_report
+        self.thread = thread
 
     def close(self) -> None:
         self.async_.stop()

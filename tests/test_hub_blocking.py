@@ -42,15 +42,30 @@ class Polite(Actor):
         self.sender.tell("rested")
 
 
+def by_actors(event: Any) -> bool:
+    """Only reports that name an actor.
+
+    On a loaded machine the test process itself may hold the hub for longer than the
+    threshold outside any actor (pytest's own work, a garbage collection): those are
+    true reports, but not the ones a test is about.
+    """
+    if isinstance(event, HubBlocked):
+        return event.actor_path is not None
+    return bool(event.source != "gevent-hub")
+
+
 class Collector:
     """Event-stream subscriber (a plain callable, called in the hub's thread)."""
 
-    def __init__(self, wanted: int = 1) -> None:
+    def __init__(self, wanted: int = 1, keep: Callable[[Any], bool] = by_actors) -> None:
         self.events: list[Any] = []
         self.wanted = wanted
+        self.keep = keep
         self.enough = gevent.event.Event()
 
     def __call__(self, event: Any) -> None:
+        if not self.keep(event):
+            return
         self.events.append(event)
         if len(self.events) >= self.wanted:
             self.enough.set()
@@ -95,7 +110,11 @@ def test_unpatched_sleep_in_an_actor_is_reported_naming_the_actor(
     assert "run_batch" not in event.stack  # the dispatcher's frames are cut off
 
     # Logged at WARNING on gactors.hub, from the monitoring thread, while still blocked.
-    records = [r for r in caplog.records if r.name == "gactors.hub"]
+    records = [
+        r
+        for r in caplog.records
+        if r.name == "gactors.hub" and "[gevent-hub]" not in r.getMessage()
+    ]
     assert len(records) == 1
     record = records[0]
     assert record.levelno == logging.WARNING
@@ -144,7 +163,7 @@ def test_blocking_in_a_greenlet_started_by_an_actor_names_that_actor(
 
 
 def test_blocking_outside_any_actor_is_reported_without_a_path(system: ActorSystem) -> None:
-    blocked = Collector()
+    blocked = Collector(keep=lambda e: "real_sleep(0.5)" in e.stack)
     system.event_stream.subscribe(blocked, HubBlocked)
     # gevent's tracer only knows which greenlet runs once one was switched to since the
     # monitor started: switch once, as any running application constantly does.
