@@ -16,8 +16,9 @@ Design (why it is shaped like this):
   waiting. So a blocked actor never delays the others, and the watchdog costs
   nothing while a worker is busy (it stays armed, untouched, until the hub runs).
 * A worker that has run for ``YIELD_INTERVAL`` seconds yields to the hub so that
-  non-actor greenlets (web requests, I/O callbacks) stay responsive; workers exit as
-  soon as the ready queue is empty.
+  non-actor greenlets (web requests, I/O callbacks) stay responsive. A worker that
+  runs out of work lingers for ``LINGER`` seconds (at most one per dispatcher) before
+  it ends, so request/response traffic does not create a greenlet per request.
 """
 
 from __future__ import annotations
@@ -36,10 +37,13 @@ if TYPE_CHECKING:
     from gactors._cell import ActorCell
     from gactors._ref import ActorRef
 
-__all__ = ["YIELD_INTERVAL", "Dispatcher", "Worker", "current_cell"]
+__all__ = ["LINGER", "YIELD_INTERVAL", "Dispatcher", "Worker", "current_cell"]
 
 YIELD_INTERVAL = 0.01
 """Seconds a worker may run before it lets other greenlets have the hub."""
+
+LINGER = 0.05
+"""Seconds a worker with nothing to do waits for new work before it ends."""
 
 
 class Worker(greenlet):  # type: ignore[misc]
@@ -67,11 +71,13 @@ class Dispatcher:
 
     __slots__ = (
         "_hub",
+        "_linger",
         "_on_fatal",
         "_run_callback",
         "_yielding",
         "armed",
         "name",
+        "parked",
         "ready",
         "throughput",
         "workers",
@@ -93,6 +99,10 @@ class Dispatcher:
         self.armed = False
         self._yielding = 0
         self.workers: set[Worker] = set()
+        self.parked: Worker | None = None
+        # One reusable timer; unref'd so a lingering worker never keeps the loop alive.
+        self._linger = hub.loop.timer(LINGER)
+        self._linger.ref = False
 
     # -- scheduling (hub thread only) ---------------------------------------------------------
     def schedule(self, cell: ActorCell) -> None:
@@ -103,21 +113,28 @@ class Dispatcher:
             self.kick()
 
     def kick(self) -> None:
-        """Work was queued and no watchdog is pending: start a worker if there is none,
-        else arm the watchdog (it adds a worker if every running one gets parked)."""
-        if not self.workers:
+        """Work was queued and no watchdog is pending: wake the lingering worker or
+        start one if there is none, and arm the watchdog (it adds a worker if every
+        running one gets parked inside an actor)."""
+        parked = self.parked
+        if parked is not None:
+            self._unpark(parked)
+        elif not self.workers:
             self._spawn()
-        else:
-            self.armed = True
-            self._run_callback(self._watchdog)
+        self.armed = True
+        self._run_callback(self._watchdog)
 
     def _watchdog(self) -> None:
-        # Runs in the hub: every worker is parked (blocked in an actor, yielding, or
-        # about to start). Add a worker unless one is only yielding and will be back.
+        # Runs in the hub: every worker is parked (blocked in an actor, yielding,
+        # lingering, or about to start). Add one unless one is only yielding.
         self.armed = False
         if self.ready and not self._yielding:
-            self._spawn()
-            # The new worker starts before this callback would run again; if it also
+            parked = self.parked
+            if parked is not None:
+                self._unpark(parked)
+            else:
+                self._spawn()
+            # The worker starts before this callback would run again; if it also
             # blocks while work is still queued, the next round adds one more.
             self.armed = True
             self._run_callback(self._watchdog)
@@ -128,6 +145,18 @@ class Dispatcher:
         w.dispatcher = self
         self.workers.add(w)
         self._run_callback(w.switch)
+
+    def _unpark(self, w: Worker) -> None:
+        self.parked = None
+        self._linger.stop()
+        self._run_callback(w.switch, True)
+
+    def _retire(self) -> None:
+        # The linger time passed with no new work: the parked worker ends.
+        w = self.parked
+        if w is not None:
+            self.parked = None
+            w.switch(False)
 
     @property
     def queued(self) -> int:
@@ -141,8 +170,21 @@ class Dispatcher:
         throughput = range(self.throughput)
         deadline = perf_counter() + YIELD_INTERVAL
         batches = 0
+        hub_switch = self._hub.switch
         try:
-            while ready:
+            while True:
+                if not ready:
+                    # Linger instead of ending at once: a request/response pattern
+                    # (an ask, a web request) would otherwise pay for a new greenlet
+                    # every time. Idle actors still own no greenlet, and at most one
+                    # worker lingers.
+                    if self.parked is not None:
+                        break
+                    self.parked = w
+                    self._linger.start(self._retire)
+                    if not hub_switch():
+                        break
+                    continue
                 cell = ready.popleft()
                 w.cell = cell
                 try:
@@ -169,6 +211,9 @@ class Dispatcher:
                     deadline = perf_counter() + YIELD_INTERVAL
         finally:
             w.cell = None
+            if self.parked is w:
+                self.parked = None
+                self._linger.stop()
             self.workers.discard(w)
 
     def _requeue(self, cell: ActorCell, more: bool) -> None:

@@ -12,11 +12,12 @@ from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 from gevent.hub import get_hub
+from greenlet import getcurrent
 
 from gactors import _sysmsg as sm
 from gactors._actor import Actor
 from gactors._cell import ActorCell
-from gactors._dispatch import Dispatcher
+from gactors._dispatch import Dispatcher, Worker
 from gactors._eventstream import EventStream, LogEvent
 from gactors._future import Future
 from gactors._messages import ActorIdentity, DeadLetter, Identify, Terminated
@@ -445,15 +446,34 @@ class ActorSystem:
                 return
         self.event_stream.publish(event)
         logger = logging.getLogger(f"gactors.{category}")
-        if logger.isEnabledFor(level):
-            exc_info = (
-                (type(cause), cause, cause.__traceback__)
-                if cause is not None and level >= logging.ERROR
-                else None
-            )
-            logger.log(
-                level, "[%s] %s", source, message, exc_info=exc_info, extra={"actor_path": source}
-            )
+        if not logger.isEnabledFor(level):
+            return
+        if type(getcurrent()) is Worker:
+            # A LogRecord asks threading.current_thread(), which under gevent builds a
+            # _DummyThread for every greenlet that logs: on short-lived worker
+            # greenlets that costs more than a whole restart. The hub greenlet has
+            # one for good, so the stdlib record is made there, a moment later; the
+            # event stream above has already seen the event.
+            self._hub.loop.run_callback(self._emit_log, logger, level, source, message, cause)
+        else:
+            self._emit_log(logger, level, source, message, cause)
+
+    @staticmethod
+    def _emit_log(
+        logger: logging.Logger,
+        level: int,
+        source: str,
+        message: str,
+        cause: BaseException | None,
+    ) -> None:
+        exc_info = (
+            (type(cause), cause, cause.__traceback__)
+            if cause is not None and level >= logging.ERROR
+            else None
+        )
+        logger.log(
+            level, "[%s] %s", source, message, exc_info=exc_info, extra={"actor_path": source}
+        )
 
     # -- threads --------------------------------------------------------------------------------
     def _on_async(self) -> None:

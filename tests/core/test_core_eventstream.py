@@ -6,6 +6,7 @@ import logging
 import queue
 from typing import Any
 
+import gevent
 import pytest
 from conftest import Collector, Recorder
 from gevent.queue import Queue
@@ -95,6 +96,9 @@ def test_failure_log_event_goes_to_stream_and_logging(
         ref = system.actor_of(Props(Failing), "failing")
         ref.tell("x")
         ev = events.get()
+        # The stdlib record is emitted from the hub greenlet right after the event
+        # (see ActorSystem._publish_log): let the hub run once.
+        gevent.sleep(0.01)
     assert ev.level == logging.ERROR and ev.source == str(ref.path)
     assert isinstance(ev.cause, ValueError) and "kaputt" in ev.message
     rec = next(r for r in caplog.records if "kaputt" in r.getMessage())
