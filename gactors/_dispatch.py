@@ -35,7 +35,6 @@ if TYPE_CHECKING:
     from gevent.hub import Hub
 
     from gactors._cell import ActorCell
-    from gactors._ref import ActorRef
 
 __all__ = ["LINGER", "YIELD_INTERVAL", "Dispatcher", "Worker", "current_cell"]
 
