@@ -8,6 +8,10 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
+
+from docutils import nodes
+from sphinx.application import Sphinx
 
 HERE = Path(__file__).resolve().parent
 # Build from a checkout without installing: the package is one directory up.
@@ -41,7 +45,7 @@ myst_heading_anchors = 3  # links such as backoff.md#the-delay
 autodoc_default_options = {
     "members": True,
     "undoc-members": False,
-    "show-inheritance": True,
+    "show-inheritance": False,
     "member-order": "bysource",
 }
 autodoc_typehints = "description"
@@ -58,3 +62,31 @@ html_title = f"gactors {release}"
 html_static_path = ["_static"]
 pygments_style = "sphinx"
 pygments_dark_style = "monokai"
+
+
+# -- hooks ------------------------------------------------------------------------------------
+def _strip_trailing_blank_lines(app: object, doctree: nodes.document) -> None:
+    """Included code regions end before a marker comment, often after blank lines."""
+    for block in doctree.findall(nodes.literal_block):
+        text = block.astext()
+        if block.get("source") and text != text.rstrip("\n"):
+            block.children = [nodes.Text(text.rstrip("\n"))]
+
+
+def setup(app: Sphinx) -> None:
+    # The package's attribute docstrings are prose: a first line such as "Seconds: ..."
+    # is not "type: description". Napoleon would split it, so it is kept for functions
+    # and classes (Google-style sections) but not run on attributes.
+    from sphinx.ext.napoleon import _process_docstring
+
+    for listener in list(app.events.listeners.get("autodoc-process-docstring", [])):
+        if listener.handler is _process_docstring:
+            app.disconnect(listener.id)
+
+            def process(*args: Any, _napoleon: Any = listener.handler) -> None:
+                what = args[1]
+                if what not in {"attribute", "data", "property"}:
+                    _napoleon(*args)
+
+            app.connect("autodoc-process-docstring", process, priority=listener.priority)
+    app.connect("doctree-read", _strip_trailing_blank_lines)

@@ -1,19 +1,28 @@
 """Every ``examples/*.py`` runs to completion in a fresh interpreter and says what it
 should: each is run as a subprocess (as a reader would run it), with a timeout, and
-must exit 0, print its key lines and log no traceback."""
+must exit 0, print its key lines and log no traceback.
+
+The programs the documentation includes (``docs/_code/``: the tutorial's steps and the
+concept pages' snippets) are run the same way, and where a page shows a program's
+output, the output must still be what the page shows. Every Python block of every page
+must at least compile."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
+DOCS = ROOT / "docs"
+DOC_CODE = DOCS / "_code"
 
 # Lines (regular expressions, searched in stdout) that show each example did its job.
 KEY_LINES: dict[str, list[str]] = {
@@ -76,12 +85,14 @@ KEY_LINES: dict[str, list[str]] = {
 SCRIPTS = sorted(p.name for p in EXAMPLES.glob("*.py"))
 
 
-def run_script(path: Path, timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
+def run_script(
+    path: Path, timeout: float = 60.0, cwd: Path = ROOT
+) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     env.pop("GACTORS_CONFIG", None)  # the examples run with the defaults
     return subprocess.run(
         [sys.executable, str(path)],
-        cwd=ROOT,
+        cwd=cwd,
         env=env,
         capture_output=True,
         text=True,
@@ -106,3 +117,152 @@ def test_example_runs(name: str) -> None:
     assert "Traceback" not in err, f"{name} logged a traceback:\n{err}"
     for pattern in KEY_LINES.get(name, []):
         assert re.search(pattern, out), f"{name}: no line matching {pattern!r} in:\n{out}"
+
+
+# -- the documentation's programs ------------------------------------------------------------
+HAVE_FLASK = importlib.util.find_spec("flask") is not None
+needs_flask = pytest.mark.skipif(not HAVE_FLASK, reason="the tutorial needs Flask")
+
+# Lines (regular expressions) each program of docs/_code must print.
+DOC_KEY_LINES: dict[str, list[str]] = {
+    "tutorial/step1_blocking.py": [r"\{'currency': 'EUR', 'rate': 0.92\}", r"upstream calls: 3"],
+    "tutorial/step2_actor.py": [r"\{'currency': 'EUR', 'rate': 0.92\}", r"upstream calls: 1\n"],
+    "tutorial/step3_supervised.py": [
+        r"^503 \{'error': 'rates are unavailable, try again'\}\n"
+        r"200 \{'currency': 'EUR', 'rate': 0.92\}\n"
+        r"404 \{'error': 'unknown currency XXX'\}\n",
+        r"\n      EUR  \[running\] mailbox=0 restarts=1\n",
+    ],
+    "tutorial/step4/app.py": [r"200 \{'currency': 'GBP', 'rate': 0.79\}", r"terminated: True"],
+    "behaviour.py": [
+        r"while locked: \[\]",
+        r"after unlock: \['ada', 'alan'\]",
+        r"session after 0.5 s idle: None",
+    ],
+    "lifecycle.py": [],  # checked against the page below
+    "strategies.py": [],  # checked against the page below
+    "guardians.py": [r"worker after a failure: None"],
+    "background_thread.py": [r"count: 3", r"terminated: True"],
+}
+FLASK_PROGRAMS = {name for name in DOC_KEY_LINES if name.startswith("tutorial/")}
+
+# Programs whose output a page shows in a ```text block: (page, first line of the block).
+SHOWN_OUTPUT: dict[str, list[tuple[str, str]]] = {
+    "lifecycle.py": [("concepts/restart.md", "parent: __init__")],
+    "strategies.py": [
+        ("concepts/supervision.md", "all-for-one/a restarted (b failed)"),
+        ("concepts/supervision.md", "after failure 1: flaky alive = True"),
+    ],
+}
+
+
+def doc_programs() -> list[str]:
+    found = []
+    for path in sorted(DOC_CODE.rglob("*.py")):
+        text = path.read_text()
+        if "print(" in text:  # a program (not a module it imports)
+            found.append(path.relative_to(DOC_CODE).as_posix())
+    return found
+
+
+def text_block(page: str, first_line: str) -> list[str]:
+    """The lines of the ```text block of ``page`` that starts with ``first_line``."""
+    source = (DOCS / page).read_text()
+    for m in re.finditer(r"^```text\n(.*?)^```", source, flags=re.S | re.M):
+        lines = m.group(1).splitlines()
+        if lines and lines[0] == first_line:
+            return lines
+    raise AssertionError(f"{page} has no text block starting with {first_line!r}")
+
+
+def test_every_doc_program_is_checked() -> None:
+    programs = doc_programs()
+    assert "tutorial/step3_supervised.py" in programs
+    missing = [p for p in programs if p not in DOC_KEY_LINES]
+    assert not missing, f"add the key lines of docs/_code/{missing} to DOC_KEY_LINES"
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param(name, marks=needs_flask) if name in FLASK_PROGRAMS else name
+        for name in sorted(DOC_KEY_LINES)
+    ],
+)
+def test_doc_program_runs(name: str) -> None:
+    path = DOC_CODE / name
+    proc = run_script(path, cwd=path.parent)
+    out, err = proc.stdout, proc.stderr
+    assert proc.returncode == 0, f"{name} exited {proc.returncode}\n{out}\n{err}"
+    assert "Traceback" not in err, f"{name} logged a traceback:\n{err}"
+    for pattern in DOC_KEY_LINES[name]:
+        assert re.search(pattern, out, flags=re.M), f"{name}: no match for {pattern!r}:\n{out}"
+    for page, first in SHOWN_OUTPUT.get(name, []):
+        shown = text_block(page, first)
+        lines = out.splitlines()
+        start = lines.index(first) if first in lines else -1
+        assert lines[start : start + len(shown)] == shown, (
+            f"docs/{page} shows an output of {name} that it no longer prints:\n"
+            + "\n".join(shown)
+            + "\n-- now --\n"
+            + out
+        )
+
+
+def test_guardians_shutdown_order() -> None:
+    proc = run_script(DOC_CODE / "guardians.py", cwd=DOC_CODE)
+    m = re.search(r"stopped: (.*)\n", proc.stdout)
+    assert m is not None, proc.stdout + proc.stderr
+    order = m.group(1).split(", ")
+    for child, parent in [("pricer", "orders"), ("packer", "orders"), ("ledger", "accounts")]:
+        assert order.index(child) < order.index(parent), order
+    assert order[-2:] == ["hook 2", "hook 1"], order  # hooks last, in reverse order
+    shown = text_block("concepts/guardians.md", m.group(0).strip())
+    assert shown == [m.group(0).strip()]
+
+
+@pytest.mark.skipif(importlib.util.find_spec("gunicorn") is None, reason="needs gunicorn")
+@needs_flask
+def test_tutorial_gunicorn_config_loads() -> None:
+    step4 = DOC_CODE / "tutorial" / "step4"
+    proc = subprocess.run(
+        [sys.executable, "-m", "gunicorn", "--check-config", "-c", "gunicorn.conf.py", "app:app"],
+        cwd=step4,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def python_blocks() -> list[tuple[str, int, str]]:
+    blocks = []
+    for page in sorted(DOCS.rglob("*.md")):
+        if "_build" in page.parts:
+            continue
+        source = page.read_text()
+        for m in re.finditer(r"^( *)```python\n(.*?)^\1```", source, flags=re.S | re.M):
+            line = source[: m.start()].count("\n") + 1
+            blocks.append((page.relative_to(DOCS).as_posix(), line, textwrap.dedent(m.group(2))))
+    return blocks
+
+
+def test_every_python_block_of_the_docs_compiles() -> None:
+    blocks = python_blocks()
+    assert len(blocks) > 20
+    for page, line, code in blocks:
+        compile(code, f"docs/{page}:{line}", "exec")  # raises SyntaxError with the place
+
+
+@pytest.mark.parametrize("page", ["index.md", "concepts/actors.md", "coming-from-pykka.md"])
+def test_first_look_blocks_run(page: str) -> None:
+    """The self-contained programs of these pages run as shown (the first one that
+    creates an ActorSystem)."""
+    code = next(c for p, _, c in python_blocks() if p == page and "ActorSystem(" in c)
+    proc = subprocess.run(
+        [sys.executable, "-c", "import logging; logging.disable(logging.CRITICAL)\n" + code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
