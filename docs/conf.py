@@ -73,6 +73,20 @@ def _strip_trailing_blank_lines(app: object, doctree: nodes.document) -> None:
             block.children = [nodes.Text(text.rstrip("\n"))]
 
 
+# Pages other engineers are still writing: listed in the index's toctree as soon as the
+# file exists (a toctree entry for a missing page, or a page in no toctree, would each be
+# a warning, hence an error). Page -> the index entry it follows.
+OPTIONAL_PAGES = {"reliability": "performance"}
+
+
+def _add_optional_pages(app: object, docname: str, source: list[str]) -> None:
+    if docname != "index":
+        return
+    for page, after in OPTIONAL_PAGES.items():
+        if (HERE / f"{page}.md").exists() and f"\n{page}\n" not in source[0]:
+            source[0] = source[0].replace(f"\n{after}\n", f"\n{after}\n{page}\n", 1)
+
+
 def setup(app: Sphinx) -> None:
     # The package's attribute docstrings are prose: a first line such as "Seconds: ..."
     # is not "type: description". Napoleon would split it, so it is kept for functions
@@ -90,3 +104,4 @@ def setup(app: Sphinx) -> None:
 
             app.connect("autodoc-process-docstring", process, priority=listener.priority)
     app.connect("doctree-read", _strip_trailing_blank_lines)
+    app.connect("source-read", _add_optional_pages)
