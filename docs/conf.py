@@ -70,7 +70,10 @@ def _strip_trailing_blank_lines(app: object, doctree: nodes.document) -> None:
     for block in doctree.findall(nodes.literal_block):
         text = block.astext()
         if block.get("source") and text != text.rstrip("\n"):
-            block.children = [nodes.Text(text.rstrip("\n"))]
+            stripped = text.rstrip("\n")
+            # rawsource must match the text, or the HTML writer does not highlight it.
+            block.rawsource = stripped
+            block.children = [nodes.Text(stripped)]
 
 
 # Pages other engineers are still writing: listed in the index's toctree as soon as the
