@@ -11,7 +11,7 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     demo = sub.add_parser(
         "demo",
-        help="a 15-second tour of supervision: a live actor tree while failures are injected",
+        help="a tour of supervision (about 15 s): a live actor tree while failures are injected",
     )
     demo.add_argument("--fast", action="store_true", help="the same tour with short pauses (CI)")
     args = parser.parse_args(argv)

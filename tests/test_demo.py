@@ -89,6 +89,8 @@ def row(mark: str, depth: int, rest: str) -> str:
         r"db: connection attempt \d+, [\d.]+ s after the outage began: connected",
         r"BACKOFF   the database was down for [\d.]+ s: the backoff supervisor started\s+\d+ new",
         r"post_stop, in order: .*, shop\n",
+        r"jobs still queued in mailboxes, now dead letters: \d+\n",
+        r"its mailbox kept growing: the restart kept it\n\(\d+ jobs waiting\)",
         r"system terminated: True",
     ],
 )
