@@ -258,13 +258,18 @@ def _on_zope_event(event: Any) -> None:
     # Runs in a monitoring thread, for every zope.event of the process: be quick.
     if not isinstance(event, EventLoopBlocked):
         return
+    ref = getattr(getcurrent(), "gevent_monitoring_thread", None)
+    monitor = ref() if ref is not None else None
     hub = getattr(event, "hub", None)  # gevent >= 25 passes the hub
-    if hub is None:
-        ref = getattr(getcurrent(), "gevent_monitoring_thread", None)
-        monitor = ref() if ref is not None else None
-        hub = monitor.hub if monitor is not None else None
+    if hub is None and monitor is not None:
+        hub = monitor.hub
     watch = _watches.get(id(hub)) if hub is not None else None
     if watch is None or watch.hub is not hub:
+        return
+    if monitor is not None and (monitor is not watch.thread or not monitor.should_run):
+        # A monitor stopped with an earlier watch of this hub, finishing a report it
+        # began before it was stopped (building gevent's report can take a while): its
+        # tracer is gone, so what it says about the greenlet is stale. Not ours to tell.
         return
     try:
         watch.blocked(event.greenlet, float(event.blocking_time))

@@ -7,6 +7,7 @@ import subprocess
 import sys
 import textwrap
 import time
+import weakref
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -17,8 +18,10 @@ import greenlet
 import pytest
 from gevent import monkey
 from gevent._monitor import PeriodicMonitoringThread
+from gevent.events import EventLoopBlocked
 
 from gactors import Actor, ActorSystem, HubBlocked, LogEvent, Props, _monitor
+from gactors._threads import allocate_lock, start_new_thread
 
 real_sleep: Callable[[float], None] = monkey.get_original("time", "sleep")
 
@@ -174,6 +177,41 @@ def test_blocking_outside_any_actor_is_reported_without_a_path(system: ActorSyst
     assert event.actor_path is None
     assert 0.1 <= event.seconds <= 5.0
     assert "real_sleep(0.5)" in event.stack
+
+
+def test_reports_from_a_stopped_monitor_are_ignored(system: ActorSystem) -> None:
+    """A monitor stopped with an earlier system may finish a report after a new monitor
+    took over the hub: its tracer is gone, what it says is stale, it must be ignored."""
+    watch = _monitor._watches[id(system._hub)]
+    events = Collector(keep=lambda e: True)
+    system.event_stream.subscribe(events, HubBlocked)
+
+    class StoppedMonitor:
+        hub = system._hub
+        should_run = False
+
+    def report_from(monitor: Any) -> None:
+        # As gevent's monitoring thread does: its greenlet names the monitor it runs.
+        done = allocate_lock()
+        done.acquire()
+
+        def run() -> None:
+            try:
+                greenlet.getcurrent().gevent_monitoring_thread = weakref.ref(monitor)
+                _monitor._on_zope_event(EventLoopBlocked(greenlet.getcurrent(), 0.1, []))
+            finally:
+                done.release()
+
+        start_new_thread(run, ())
+        assert done.acquire(True, 10)
+
+    stopped = StoppedMonitor()
+    report_from(stopped)
+    assert watch.episode is None
+    report_from(watch.thread)  # the same report from the live monitor counts
+    assert watch.episode is not None
+    assert events.enough.wait(timeout=10)
+    assert [e.actor_path for e in events.events] == [None]
 
 
 def test_monitoring_follows_the_lifetime_of_the_systems_that_want_it() -> None:
