@@ -12,7 +12,8 @@ step): a failure of an actor restarting in parallel with others (an all-for-one
 group or the surviving children of a restart), and a failure anywhere while the
 actor that received the step's messages has already been resumed and still has
 messages to process (whether those are processed before or after that failure is a
-matter of scheduling, not of the specification).
+matter of scheduling, not of the specification); likewise a ``PoisonPill`` processed
+by that actor while other actors of the same failure are still restarting.
 """
 
 from __future__ import annotations
@@ -123,6 +124,7 @@ class Model:
         self._target: int | None = None
         self._pending: list[Msg] = []
         self._released = False
+        self._others_restarted = False
 
     # -- queries ------------------------------------------------------------------------------
     def alive(self) -> list[MNode]:
@@ -142,6 +144,7 @@ class Model:
     def send(self, nid: int, messages: list[Msg]) -> None:
         target = self.nodes[nid]
         self._target, self._pending, self._released = nid, list(messages), False
+        self._others_restarted = False
         try:
             while self._pending:
                 m = self._pending.pop(0)
@@ -152,6 +155,10 @@ class Model:
                     continue
                 self.events["messages delivered"] += 1
                 if m.what == "poison":
+                    if self._others_restarted:
+                        # Children or siblings of the target may still be restarting:
+                        # whether they stop before or after that completes is scheduling.
+                        raise Ambiguous(f"n{nid} stops while others restart")
                     self.stop(target)
                     continue
                 if m.what == "kill":
@@ -164,6 +171,7 @@ class Model:
                     target.failed_message = m.seq
                     kind = m.fail
                 self._released = False
+                self._others_restarted = False
                 self._fail(target, kind, parallel=False)
                 if target.alive and not self._released:
                     raise AssertionError(f"model bug: n{nid} neither resumed nor stopped")
@@ -272,6 +280,8 @@ class Model:
     def _restart(self, node: MNode, survivor: bool, parallel: bool) -> None:
         if not node.alive:
             return
+        if node.nid != self._target:
+            self._others_restarted = True
         if not node.has_instance:
             self._fresh_create(node, parallel)
             return
@@ -307,6 +317,8 @@ class Model:
             self._restart(self.nodes[c], survivor=True, parallel=parallel or len(survivors) > 1)
 
     def _fresh_create(self, node: MNode, parallel: bool) -> None:
+        if node.nid != self._target:
+            self._others_restarted = True
         self.events["creation retried"] += 1
         for c in list(node.children):
             self.stop(self.nodes[c])

@@ -385,19 +385,33 @@ def node_cfgs(draw: Any) -> NodeCfg:
 STATS: Counter[str] = Counter()
 
 
+def busy(system: ActorSystem) -> bool:
+    """Whether any actor has work queued or running (a worker lingering for new work
+    after running out of it does not count)."""
+    d = system._dispatcher
+    parked = getattr(d, "parked", None)
+    return bool(d.queued or system._calls or any(w is not parked for w in d.workers))
+
+
 def settle(system: ActorSystem) -> None:
-    """Yield to the hub until no actor has work and no worker greenlet exists."""
-    dispatcher = system._dispatcher
+    """Yield to the hub until no actor has work and no worker greenlet is running."""
     deadline = monotonic() + SETTLE_TIMEOUT
     idle = 0
     while idle < 2:
         gevent.sleep(0)
-        if dispatcher.queued == 0 and not dispatcher.workers and not system._calls:
-            idle += 1
-        else:
-            idle = 0
+        idle = 0 if busy(system) else idle + 1
         if monotonic() > deadline:
             raise AssertionError(f"the system did not become quiescent:\n{system.tree()}")
+
+
+def wait_for_no_workers(system: ActorSystem, timeout: float = SETTLE_TIMEOUT) -> None:
+    """After termination: wait until every worker greenlet ended (a lingering worker
+    retires after ``gactors._dispatch.LINGER`` seconds)."""
+    deadline = monotonic() + timeout
+    while system._dispatcher.workers:
+        if monotonic() > deadline:
+            raise AssertionError(f"worker greenlets left after terminate(): {system.tree()}")
+        gevent.sleep(0.01)
 
 
 # -- the state machine ---------------------------------------------------------------------------
@@ -714,9 +728,7 @@ class SupervisionModel(RuleBasedStateMachine):
             system.terminate()
             assert system.await_termination(10.0), f"did not terminate:\n{system.tree()}"
             assert system._root.dead and system._user_cell.dead
-            # The worker that completed the termination may still be finishing its loop.
-            settle(system)
-            assert not system._dispatcher.workers, "worker greenlets left after terminate()"
+            wait_for_no_workers(system)
 
 
 def _live_greenlets() -> int:
