@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Union
 from zope.interface import implementer
 
 from gactors import _sysmsg as sm
+from gactors._text import safe_str
 from gactors.exceptions import (
     ActorInitializationException,
     ActorKilledException,
@@ -272,7 +273,7 @@ class SupervisorStrategy:
 
 
 def _failure_text(cause: BaseException) -> str:
-    return f"{type(cause).__name__}: {cause}"
+    return f"{type(cause).__name__}: {safe_str(cause)}"
 
 
 class OneForOneStrategy(SupervisorStrategy):

@@ -34,6 +34,7 @@ from gactors._supervision import (
     SupervisorStrategy,
     SupervisorStrategyConfigurator,
 )
+from gactors._text import safe_str
 from gactors._threads import allocate_lock, get_ident
 from gactors.exceptions import (
     ActorInitializationException,
@@ -172,7 +173,7 @@ class _TheOneWhoWalksTheBubbles(ActorRef):
                 logging.ERROR,
                 str(message.child.path),
                 f"root guardian failed, shutting down: {type(message.cause).__name__}: "
-                f"{message.cause}",
+                f"{safe_str(message.cause)}",
                 message.cause,
             )
             message.child._send_system(sm.Terminate())

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from gactors._text import safe_repr, safe_str
+
 if TYPE_CHECKING:
     from gactors._ref import ActorRef
 
@@ -61,7 +63,7 @@ class PreRestartException(ActorInitializationException):
         super().__init__(
             actor,
             f"exception in pre_restart({type(original_cause).__name__}, "
-            f"{message_being_processed!r}): {cause}",
+            f"{safe_repr(message_being_processed)}): {safe_str(cause)}",
             cause,
         )
         self.original_cause = original_cause
@@ -74,7 +76,7 @@ class PostRestartException(ActorInitializationException):
     def __init__(self, actor: ActorRef | None, cause: BaseException, original_cause: BaseException):
         super().__init__(
             actor,
-            f"exception post restart ({type(original_cause).__name__}): {cause}",
+            f"exception post restart ({type(original_cause).__name__}): {safe_str(cause)}",
             cause,
         )
         self.original_cause = original_cause

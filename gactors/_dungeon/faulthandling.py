@@ -17,6 +17,7 @@ from greenlet import GreenletExit
 from gactors import _sysmsg as sm
 from gactors._dungeon._state import CellState
 from gactors._dungeon.children import CREATION, TERMINATION, ChildrenView, Recreation
+from gactors._text import safe_str
 from gactors.exceptions import (
     ActorInitializationException,
     PostRestartException,
@@ -91,7 +92,7 @@ class FaultHandling(CellState):
             self.system._publish_log(
                 logging.ERROR,
                 str(self.path),
-                f"pre_restart failed, the restart goes on: {type(e).__name__}: {e}",
+                f"pre_restart failed, the restart goes on: {type(e).__name__}: {safe_str(e)}",
                 PreRestartException(self.ref, e, cause, message),
                 category="supervision",
             )
@@ -156,7 +157,7 @@ class FaultHandling(CellState):
             self.actor = None
             self.instance_discarded()
             raise ActorInitializationException(
-                self.ref, f"exception during creation: {type(e).__name__}: {e}", e
+                self.ref, f"exception during creation: {type(e).__name__}: {safe_str(e)}", e
             ) from e
         self.check_receive_timeout()
         self.lifecycle_debug("started")
@@ -187,7 +188,7 @@ class FaultHandling(CellState):
             self.system._publish_log(
                 logging.ERROR,
                 str(self.path),
-                f"post_stop failed: {type(e).__name__}: {e}",
+                f"post_stop failed: {type(e).__name__}: {safe_str(e)}",
                 e,
                 category="supervision",
             )
@@ -227,7 +228,8 @@ class FaultHandling(CellState):
             self.system._publish_log(
                 logging.ERROR,
                 str(self.path),
-                f"emergency stop: exception in failure handling for {type(exc).__name__}: {e}",
+                f"emergency stop: exception in failure handling for {type(exc).__name__}: "
+                f"{safe_str(e)}",
                 e,
                 category="supervision",
             )
@@ -280,7 +282,7 @@ class FaultHandling(CellState):
                     self.system._publish_log(
                         logging.ERROR,
                         str(self.path),
-                        f"handle_child_terminated failed: {type(e).__name__}: {e}",
+                        f"handle_child_terminated failed: {type(e).__name__}: {safe_str(e)}",
                         e,
                     )
                 else:

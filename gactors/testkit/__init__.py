@@ -31,6 +31,7 @@ from gactors._future import Future
 from gactors._messages import Terminated
 from gactors._props import Props
 from gactors._ref import ActorRef
+from gactors._text import safe_str
 from gactors._threads import get_ident
 
 if TYPE_CHECKING:
@@ -368,7 +369,8 @@ class EventFilter:
             return False
         m = self.message
         if m is not None:
-            texts: Iterable[str] = (event.message, str(event.cause) if event.cause else "")
+            # safe_str: a cause whose __str__ raises must not break supervision.
+            texts: Iterable[str] = (event.message, safe_str(event.cause) if event.cause else "")
             if isinstance(m, re.Pattern):
                 return any(m.search(t) for t in texts)
             return any(m in t for t in texts)
