@@ -113,3 +113,28 @@ def test_dead_letters_and_unhandled_are_published(system: ActorSystem) -> None:
     system.dead_letters.tell("nobody gets me")
     got = [c.get(), c.get()]
     assert {type(e) for e in got} == {gactors.DeadLetter, gactors.UnhandledMessage}
+
+
+def test_subscribe_from_a_foreign_thread_is_carried_to_the_hub(system: ActorSystem) -> None:
+    from gevent import monkey
+
+    start_new_thread = monkey.get_original("_thread", "start_new_thread")
+    allocate_lock = monkey.get_original("_thread", "allocate_lock")
+    c = Collector()
+    results: list[bool] = []
+    done = allocate_lock()
+    done.acquire()
+
+    def from_thread() -> None:
+        try:
+            results.append(system.event_stream.subscribe(c, Base))
+            results.append(system.event_stream.subscribe(c, Base))
+        finally:
+            done.release()
+
+    start_new_thread(from_thread, ())
+    while not done.acquire(False):
+        gevent.sleep(0.005)
+    assert results == [True, False]
+    system.event_stream.publish(Sub())
+    assert isinstance(c.get(), Sub)
