@@ -227,7 +227,7 @@ class ActorCell(Children, DeathWatch, FaultHandling, ReceiveTimeout):
 
     # -- system messages ------------------------------------------------------------------------
     def _state(self) -> int:
-        if self.waiting_for_children:
+        if self.termination_reason is not None and self.waiting_for_children:
             return _WAITING
         return _SUSPENDED if self.suspend_count else _NORMAL
 

@@ -29,6 +29,10 @@ class Create(SystemMessage):
     __slots__ = ()
 
 
+CREATE = Create()
+"""Create carries nothing: one shared instance serves every new actor."""
+
+
 class Recreate(SystemMessage):
     """Restart. ``survivor``: restarted because the parent restarted (SPEC 6.3 f), so
     ``pre_restart`` gets ``message=None`` even if this actor's own message failed."""

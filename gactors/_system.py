@@ -234,7 +234,7 @@ class ActorSystem:
         self.dead_letters: ActorRef = DeadLettersRef(self, root_path.child("deadLetters"), 0)
         bubble = _TheOneWhoWalksTheBubbles(self, root_path.child("bubble-walker"), 0)
         root = self._root = ActorCell(self, Props(_RootGuardian), root_path, bubble, None)
-        root.send_system(sm.Create())
+        root.send_system(sm.CREATE)
         user = root.attach_child(Props(_UserGuardian, user_strategy), "user", system_name=True)
         sysg = root.attach_child(Props(_SystemGuardian), "system", system_name=True)
         self._user_cell: ActorCell = user._cell  # type: ignore[attr-defined]
@@ -277,9 +277,20 @@ class ActorSystem:
         return self.when_terminated
 
     def await_termination(self, timeout: float | None = None) -> bool:
-        """Wait until the system terminated; False if ``timeout`` passed first."""
+        """Wait until the system terminated; False if ``timeout`` passed first.
+
+        Raises :class:`IllegalStateError` inside one of this system's actors: the
+        system waits for that actor's current message, which would wait for the system.
+        """
         if self._forked:
             raise self._fork_error()
+        g = getcurrent()
+        if type(g) is Worker and g.dispatcher is self._dispatcher and not self.is_terminated:
+            raise IllegalStateError(
+                f"an actor of {self.name!r} cannot wait for the termination of its own "
+                "system: termination waits for the actor's current message to finish "
+                "(use register_on_termination or when_terminated.add_done_callback)"
+            )
         try:
             self.when_terminated.get(timeout)
         except TimeoutError:

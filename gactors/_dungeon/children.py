@@ -142,7 +142,7 @@ class Children(CellState):
         if table is EMPTY:
             table = self.children_stats = {}
         table[name] = stats
-        child.send_system(sm.Create())
+        child.send_system(sm.CREATE)
         ref: ActorRef = child.ref
         return ref
 

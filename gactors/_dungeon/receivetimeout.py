@@ -24,7 +24,7 @@ class ReceiveTimeout(CellState):
         if isinstance(timeout, timedelta):
             timeout = timeout.total_seconds()
         if timeout is not None and (
-            isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0
+            isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0
         ):
             raise ValueError(f"receive timeout must be a positive number or None, not {timeout!r}")
         self.rt_seconds = float(timeout) if timeout is not None else None
@@ -38,6 +38,8 @@ class ReceiveTimeout(CellState):
 
     def check_receive_timeout(self) -> None:
         """(Re)start the idle timer for the full period, or stop it when unset."""
+        if self.rt_seconds is None and self.rt_timer is None:
+            return  # the common case: no receive timeout at all
         self.cancel_receive_timeout()
         seconds = self.rt_seconds
         if seconds is not None and not self.dead:
