@@ -88,7 +88,7 @@ class Future(Generic[T]):
 
     # -- waiting ---------------------------------------------------------------------------
     def _wait(self, timeout: float | None) -> None:
-        if timeout is not None and (not isinstance(timeout, (int, float)) or timeout < 0):
+        if timeout is not None and (not isinstance(timeout, (int, float)) or not timeout >= 0):
             raise ValueError(f"timeout must be a non-negative number or None, not {timeout!r}")
         if get_ident() == self._tid:
             self._wait_greenlet(timeout)

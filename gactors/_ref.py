@@ -98,7 +98,7 @@ class ActorRef:
         if timeout is _DEFAULT_TIMEOUT:
             timeout = system.settings.default_ask_timeout
         elif timeout is not None and (
-            isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0
+            isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0
         ):
             raise ValueError(f"ask timeout must be a positive number of seconds, not {timeout!r}")
         fut: Future[Any] = Future(system._hub, system._tid)

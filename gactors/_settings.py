@@ -59,7 +59,7 @@ def _number(key: str, value: Any, *, allow_none: bool = False, allow_zero: bool 
             f"setting {key!r} must be a number of seconds{' or None' if allow_none else ''}, "
             f"not {type(value).__name__} {value!r}"
         )
-    if value < 0 or (value == 0 and not allow_zero):
+    if not value >= 0 or (value == 0 and not allow_zero):  # `not >=`: NaN fails too
         raise ConfigError(f"setting {key!r} must be {'>= 0' if allow_zero else '> 0'}: {value!r}")
     return float(value)
 

@@ -185,7 +185,7 @@ class SupervisorStrategy:
         if max_retries == -1:
             max_retries = None
         if within is not None:
-            if isinstance(within, bool) or not isinstance(within, (int, float)) or within <= 0:
+            if isinstance(within, bool) or not isinstance(within, (int, float)) or not within > 0:
                 raise ValueError(f"within must be a positive number of seconds, not {within!r}")
             if max_retries is None:
                 raise ValueError(

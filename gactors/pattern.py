@@ -47,7 +47,7 @@ def graceful_stop(ref: ActorRef, timeout: float, stop_message: Any = PoisonPill)
     terminated, or fails with :class:`AskTimeoutError` if it did not within ``timeout``."""
     if not isinstance(ref, ActorRef):
         raise TypeError(f"graceful_stop() needs an ActorRef, not {type(ref).__name__}")
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
         raise ValueError(f"timeout must be a positive number of seconds, not {timeout!r}")
     system = ref._system
     fut: Future[bool] = Future(system._hub, system._tid)
