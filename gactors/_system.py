@@ -6,6 +6,8 @@ import functools
 import logging
 import os
 import re
+import sys
+import traceback
 import weakref
 from collections import deque
 from collections.abc import Callable, Mapping
@@ -483,9 +485,15 @@ class ActorSystem:
             if cause is not None and level >= logging.ERROR
             else None
         )
-        logger.log(
-            level, "[%s] %s", source, message, exc_info=exc_info, extra={"actor_path": source}
-        )
+        try:
+            logger.log(
+                level, "[%s] %s", source, message, exc_info=exc_info, extra={"actor_path": source}
+            )
+        except Exception:
+            # A logging handler that raises must not break the caller (tell never
+            # raises; supervision goes on): report it as logging reports its own errors.
+            if logging.raiseExceptions:
+                traceback.print_exc(file=sys.stderr)
 
     # -- threads --------------------------------------------------------------------------------
     def _on_async(self) -> None:

@@ -391,6 +391,46 @@ def test_an_actor_publishing_to_a_fatal_subscriber_terminates_the_system(
     assert system.await_termination(WAIT)
 
 
+class BrokenHandler(logging.Handler):
+    def emit(self, record: logging.LogRecord) -> None:
+        raise RuntimeError("logging handler broken")
+
+
+@pytest.fixture
+def broken_log_handler(capsys: pytest.CaptureFixture[str]) -> Iterator[None]:
+    logger = logging.getLogger("gactors")
+    handler = BrokenHandler()
+    old_level = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(old_level)
+
+
+def test_a_logging_handler_that_raises_breaks_neither_tell_nor_supervision(
+    system: ActorSystem,
+    probe: TestProbe,
+    broken_log_handler: None,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    ref = system.actor_of(Props(Reporter, probe.ref), "r")
+    gen = probe.expect_msg_type(tuple)[1]
+    ref.tell(Boom("logged through a broken handler"))  # the failure log is made in the hub
+    assert probe.expect_msg_type(tuple) == ("post_stop", gen)
+    assert probe.expect_msg_type(tuple) == ("post_restart", gen + 1)
+    assert ref.ask("ping", timeout=WAIT) == ("pong", gen + 1)
+    probe.watch(ref)
+    system.stop(ref)
+    probe.expect_msg_type(tuple)
+    probe.expect_terminated(ref)
+    ref.tell("dead letter logged from this greenlet")  # tell never raises
+    gevent.sleep(0.05)
+    assert "logging handler broken" in capsys.readouterr().err
+
+
 # -- scheduler and timers ---------------------------------------------------------------------
 def test_a_scheduled_callable_that_raises_is_logged_and_not_repeated(
     system: ActorSystem, probe: TestProbe, caplog: pytest.LogCaptureFixture
