@@ -135,9 +135,11 @@ def test_back_to_back_blocking_actors_are_told_apart(system: ActorSystem) -> Non
     first = system.actor_of(Props(Blocker), "first")
     second = system.actor_of(Props(Blocker), "second")
     # One worker runs both without ever switching to the hub: one long block of the hub,
-    # reported as two episodes, one per actor.
-    first.tell(("block", 0.5))
-    second.tell(("block", 0.5))
+    # reported as two episodes, one per actor. Each block is long compared with the
+    # monitor's period, so that a monitor thread starved by a loaded CI machine still
+    # samples both (0.5 s was seen to be too short there on gevent 24.2.1).
+    first.tell(("block", 1.0))
+    second.tell(("block", 1.0))
     assert blocked.enough.wait(timeout=10)
     assert [e.actor_path for e in blocked.events] == [str(first.path), str(second.path)]
     assert all(0.1 <= e.seconds <= 5.0 for e in blocked.events)
