@@ -46,13 +46,14 @@ from __future__ import annotations
 import logging
 import sys
 import traceback
+from functools import partial
 from time import perf_counter
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 import gevent
 from gevent._monitor import PeriodicMonitoringThread
-from gevent.events import EventLoopBlocked, subscribers
+from gevent.events import EventLoopBlocked, notify, subscribers
 from greenlet import getcurrent
 
 from gactors._cell import ActorCell
@@ -134,6 +135,14 @@ class _HubWatch:
                     # Our warning replaces gevent's printed report (gevent >= 25 documents
                     # this method as replaceable at run time; 24.x always prints it).
                     thread._show_blocking_report = _no_report
+                else:
+                    # gevent 24.x builds and prints its full report on every detection,
+                    # walking every object of the process while holding the GIL: on a big
+                    # heap that delays and skews detection. Our own instance gets a check
+                    # that only notifies (the report is not used: see _on_zope_event).
+                    thread._monitoring_functions[0].function = partial(
+                        _lean_monitor_blocking, thread
+                    )
         self.thread = thread
 
     def close(self) -> None:
@@ -201,6 +210,16 @@ class _HubWatch:
 
 def _no_report(hub: Any, report: Any, active_greenlet: Any) -> tuple[Any, Any]:
     return (active_greenlet, report)
+
+
+def _lean_monitor_blocking(thread: Any, hub: Any) -> tuple[Any, Any] | None:
+    """gevent 24.x's ``monitor_blocking`` without the report nobody reads."""
+    did_block = thread._greenlet_tracer.did_block_hub(hub)
+    if not did_block:
+        return None
+    active_greenlet = did_block[1]
+    notify(EventLoopBlocked(active_greenlet, gevent.config.max_blocking_time, []))
+    return (active_greenlet, [])
 
 
 def _warn(system: ActorSystem, ep: _Episode, seconds: float, threshold: float) -> None:
