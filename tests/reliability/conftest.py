@@ -5,7 +5,9 @@ Hypothesis profiles (applied to this suite's tests only, never loaded globally):
 * ``ci`` (the default): a bounded, derandomized run, so that the whole directory stays
   well under a minute and a CI run is reproducible.
 * ``long``: many more, random, examples and longer programs; run it on demand with
-  ``GACTORS_HYPOTHESIS_PROFILE=long pytest tests/reliability/test_model.py``.
+  ``GACTORS_HYPOTHESIS_PROFILE=long GACTORS_TEST_HARD_TIMEOUT=3600 pytest -s
+  tests/reliability/test_model.py`` (the long profile lifts the test's pytest-timeout;
+  the variable lifts the hard watchdog of ``tests/conftest.py``).
 
 ``GACTORS_HYPOTHESIS_EXAMPLES`` overrides the number of examples of either profile.
 """

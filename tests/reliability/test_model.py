@@ -52,6 +52,7 @@ import copy
 import gc
 import itertools
 import logging
+import os
 import sys
 from collections import Counter, defaultdict
 from time import monotonic
@@ -59,6 +60,7 @@ from typing import Any
 
 import gevent
 import greenlet
+import pytest
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     RuleBasedStateMachine,
@@ -88,7 +90,7 @@ from gactors import (
 )
 
 from ._model import DECIDER_KINDS, HOOKS, PROBE, Ambiguous, Model, Msg, NodeCfg
-from .conftest import hypothesis_settings
+from .conftest import PROFILE_ENV, hypothesis_settings
 
 MAX_ALIVE = 12
 MAX_DEPTH = 4
@@ -737,6 +739,7 @@ def _live_greenlets() -> int:
     return sum(1 for o in gc.get_objects() if isinstance(o, greenlet.greenlet) and not o.dead)
 
 
+@pytest.mark.timeout(0 if os.environ.get(PROFILE_ENV, "").strip() == "long" else 60)
 def test_supervision_agrees_with_the_model() -> None:
     STATS.clear()
     before = _live_greenlets()
