@@ -253,7 +253,7 @@ def test_pattern_functions_check_their_arguments(echo: ActorRef) -> None:
     with pytest.raises(TypeError):
         pattern.pipe_to("not a future", echo)  # type: ignore[arg-type]
     with pytest.raises(TypeError):
-        pattern.pipe_to(echo.ask("x", block=False), "not a ref")  # type: ignore[arg-type]
+        pattern.pipe_to(echo.ask("x", timeout=WAIT, block=False), "not a ref")  # type: ignore[arg-type]
     with pytest.raises(TypeError):
         pattern.graceful_stop("not a ref", 1.0)  # type: ignore[arg-type]
 

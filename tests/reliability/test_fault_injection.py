@@ -216,7 +216,8 @@ def test_a_decider_that_raises_escalates_to_a_resuming_grandparent(
         raise RuntimeError("decider broken")
 
     grand = start_parent(system, probe, OneForOneStrategy({RuntimeError: Directive.RESUME}), "g")
-    parent = grand.ask(("props", Props(Parent, probe.ref, OneForOneStrategy(broken)), "p"))
+    props = Props(Parent, probe.ref, OneForOneStrategy(broken))
+    parent = grand.ask(("props", props, "p"), timeout=WAIT)
     assert probe.expect_msg_type(tuple)[0] == "parent started"
     child = start_child(parent, probe)
     gen = Reporter.generation
