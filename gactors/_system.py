@@ -29,10 +29,8 @@ from gactors._ref import ActorRef, DeadLettersRef
 from gactors._scheduler import Scheduler
 from gactors._settings import Settings, load_settings
 from gactors._supervision import (
-    DefaultSupervisorStrategy,
     Directive,
     OneForOneStrategy,
-    StoppingSupervisorStrategy,
     SupervisorStrategy,
     SupervisorStrategyConfigurator,
 )
@@ -50,11 +48,6 @@ __all__ = ["ActorSystem"]
 _log = logging.getLogger("gactors")
 _SYSTEM_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
 F = TypeVar("F", bound=Callable[..., Any])
-
-BUILTIN_CONFIGURATORS: dict[str, type[SupervisorStrategyConfigurator]] = {
-    "default": DefaultSupervisorStrategy,
-    "stopping": StoppingSupervisorStrategy,
-}
 
 
 def resolve_configurator(value: Any) -> SupervisorStrategyConfigurator:
