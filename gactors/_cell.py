@@ -480,7 +480,6 @@ _SYSTEM_HANDLERS: dict[type, Callable[[ActorCell, Any], None]] = {
     sm.DeathWatchNotification: lambda c, m: c.watched_actor_terminated(
         m.actor, m.existence_confirmed, m.address_terminated
     ),
-    sm.Run: lambda c, m: m.fn(*m.args),
 }
 
 _children.CELL_CLASS = ActorCell

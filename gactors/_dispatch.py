@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 
     from gactors._cell import ActorCell
 
-__all__ = ["LINGER", "YIELD_INTERVAL", "Dispatcher", "Worker", "current_cell"]
+__all__ = ["LINGER", "YIELD_INTERVAL", "Dispatcher", "Worker"]
 
 YIELD_INTERVAL = 0.01
 """Seconds a worker may run before it lets other greenlets have the hub."""
@@ -53,12 +53,6 @@ class Worker(greenlet):  # type: ignore[misc]
 
     cell: ActorCell | None
     dispatcher: Dispatcher
-
-
-def current_cell() -> ActorCell | None:
-    """The cell whose message is being processed in the current greenlet, if any."""
-    g = greenlet.getcurrent()
-    return g.cell if type(g) is Worker else None
 
 
 class Dispatcher:

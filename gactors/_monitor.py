@@ -18,8 +18,8 @@ How it works, and why it is shaped like this:
 * Which actor is blocking is read off the blocked thread's stack
   (``sys._current_frames()``): the frame of ``ActorCell.run_batch`` holds the cell being
   run, and the frames below it are the actor's own code, which is the stack we report.
-  ``current_cell()`` would not help (the event is notified in the monitoring thread), and
-  the greenlet the event names is only the last one gevent's tracer saw being switched
+  Asking the current greenlet would not help (the event is notified in the monitoring
+  thread), and the greenlet the event names is only the last one gevent's tracer saw being switched
   to, which is usually the dispatcher :class:`~gactors._dispatch.Worker` running the
   actor, but not always. When the stack has no ``run_batch`` frame (the actor switched
   into a greenlet of its own, whose frames stop at that greenlet), the actor is the one

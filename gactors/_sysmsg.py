@@ -8,7 +8,7 @@ exactly as Akka's ``StashWhenFailed`` / ``StashWhenWaitingForChildren``.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from gactors._ref import ActorRef
@@ -102,13 +102,3 @@ class DeathWatchNotification(SystemMessage):
         self.actor = actor
         self.existence_confirmed = existence_confirmed
         self.address_terminated = address_terminated
-
-
-class Run(SystemMessage):
-    """Run a callable inside the cell (used by timers and the scheduler to act as the actor)."""
-
-    __slots__ = ("args", "fn")
-
-    def __init__(self, fn: Any, *args: Any):
-        self.fn = fn
-        self.args = args
