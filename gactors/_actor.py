@@ -47,6 +47,13 @@ class Actor:
 
     _gactors_cell: ActorCell
 
+    sender: ActorRef
+    """The sender of the current message (``system.dead_letters`` if none).
+
+    A plain attribute, set by gactors before each message (a property would cost a
+    call per access on the hottest path); assigning to it has no effect on gactors.
+    """
+
     def __new__(cls, *args: Any, **kwargs: Any) -> Actor:
         cell = _constructing.pop(getcurrent(), None)
         if cell is None:
@@ -57,6 +64,8 @@ class Actor:
             )
         self = object.__new__(cls)
         self._gactors_cell = cell
+        s = cell.sender
+        self.sender = s if s is not None else cell.system.dead_letters
         return self
 
     # -- the message handler ------------------------------------------------------------------
@@ -102,13 +111,6 @@ class Actor:
     def ref(self) -> ActorRef:
         """This actor's own ref (stable across restarts)."""
         return self._gactors_cell.ref
-
-    @property
-    def sender(self) -> ActorRef:
-        """The sender of the current message (``system.dead_letters`` if none)."""
-        cell = self._gactors_cell
-        s = cell.sender
-        return s if s is not None else cell.system.dead_letters
 
     @property
     def context(self) -> ActorContext:

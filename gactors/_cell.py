@@ -1,9 +1,11 @@
 """The actor cell: one per actor incarnation, holding everything but the user's code.
 
-The concerns live in :mod:`gactors._dungeon`; this module holds the message loop
-(:meth:`ActorCell.run_batch`): the system queue is drained first, then up to
-``throughput`` user messages are processed, checking the system queue again after
-each one, so that system messages always overtake ordinary ones.
+The concerns live in :mod:`gactors._dungeon`; this module mixes them together and
+holds what a dispatcher worker calls while it runs a batch of the cell
+(:meth:`ActorCell.process_system`, :meth:`ActorCell.user_failure`) and the table of
+auto-received messages (``PoisonPill``, ``Kill``, ``Identify``, ``Terminated``, timer
+messages), which the cell handles itself instead of handing them to ``receive``. The
+batch loop is :meth:`gactors._dispatch.Dispatcher._run`.
 """
 
 from __future__ import annotations
@@ -28,7 +30,6 @@ from gactors._dungeon.receivetimeout import ReceiveTimeout
 from gactors._messages import (
     ActorIdentity,
     Identify,
-    NotInfluenceReceiveTimeout,
     Terminated,
     _Kill,
     _PoisonPill,
@@ -45,7 +46,7 @@ if TYPE_CHECKING:
     from gactors._ref import ActorRef
     from gactors._system import ActorSystem
 
-__all__ = ["ActorCell"]
+__all__ = ["AUTO_RECEIVED", "ActorCell"]
 
 _uids = itertools.count(1)
 _NO_MAILBOX: Any = ()  # falsy and empty, like an empty deque; replaced on first use
@@ -159,54 +160,6 @@ class ActorCell(Children, DeathWatch, FaultHandling, ReceiveTimeout):
         if ctx is None:
             ctx = self.context_obj = ActorContext(self)
         return ctx
-
-    # -- the message loop (called by a dispatcher worker) -------------------------------------
-    def run_batch(self, throughput: range, ready: deque[ActorCell]) -> None:
-        """Process system messages, then up to ``len(throughput)`` user messages; then put
-        the cell back on the dispatcher's ``ready`` queue if it still has work, or mark
-        it idle. (Doing the re-queue here saves a call per batch on the hottest path.)
-        """
-        sysq = self.sysq
-        if sysq:
-            self.process_system()
-        if self.suspend_count or self.dead:
-            if sysq:
-                ready.append(self)
-            else:
-                self.scheduled = False
-            return
-        mailbox = self.mailbox
-        auto_handler = _AUTO.get
-        influenced = False
-        rt = self.rt_seconds is not None
-        for _ in throughput:  # a range made once by the dispatcher
-            if not mailbox:
-                break
-            # The envelope itself is kept for Stash (it stashes the very tuple).
-            message, sender = self.current_envelope = mailbox.popleft()
-            self.sender = sender
-            try:
-                handler = auto_handler(type(message))
-                if handler is None:
-                    self.behavior(message)
-                else:
-                    handler(self, message)
-            except BaseException as exc:
-                self.user_failure(exc, message, sender)
-                break
-            if rt and not isinstance(message, NotInfluenceReceiveTimeout):
-                influenced = True
-            if sysq:
-                self.process_system()
-                if self.suspend_count or self.dead:
-                    break
-        self.current_envelope = None
-        if influenced and self.rt_seconds is not None:
-            self.check_receive_timeout()
-        if sysq or (self.mailbox and not self.suspend_count and not self.dead):
-            ready.append(self)
-        else:
-            self.scheduled = False
 
     def has_work(self) -> bool:
         return bool(self.sysq) or (bool(self.mailbox) and not self.suspend_count and not self.dead)
@@ -452,14 +405,14 @@ def _on_timer(cell: ActorCell, message: TimerMsg) -> None:
     timers = cell.timers_obj
     inner = timers.intercept(message) if timers is not None else None
     if inner is not None:
-        handler = _AUTO.get(type(inner))
+        handler = AUTO_RECEIVED.get(type(inner))
         if handler is None:
             cell.receive_message(inner)
         else:
             handler(cell, inner)
 
 
-_AUTO: dict[type, Callable[[ActorCell, Any], None]] = {
+AUTO_RECEIVED: dict[type, Callable[[ActorCell, Any], None]] = {
     _PoisonPill: _on_poison_pill,
     _Kill: _on_kill,
     Identify: _on_identify,

@@ -24,22 +24,29 @@ Design (why it is shaped like this):
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from time import perf_counter
 from typing import TYPE_CHECKING, Any
 
 import gevent
 from greenlet import greenlet
 
+from gactors._messages import NotInfluenceReceiveTimeout
+
 if TYPE_CHECKING:
     from gevent.hub import Hub
 
     from gactors._cell import ActorCell
 
+AutoHandler = Callable[["ActorCell", Any], None]
+
 __all__ = ["LINGER", "YIELD_INTERVAL", "Dispatcher", "Worker"]
 
 YIELD_INTERVAL = 0.01
 """Seconds a worker may run before it lets other greenlets have the hub."""
+
+CLOCK_EVERY = 32
+"""Batches a worker runs between two looks at the clock (reading it costs a call)."""
 
 LINGER = 0.05
 """Seconds a worker with nothing to do waits for new work before it ends."""
@@ -63,6 +70,7 @@ class Dispatcher:
     """
 
     __slots__ = (
+        "_auto_get",
         "_hub",
         "_linger",
         "_on_fatal",
@@ -81,14 +89,18 @@ class Dispatcher:
         hub: Hub,
         throughput: int,
         on_fatal: Callable[[ActorCell, BaseException], None],
+        auto_received: Mapping[type, AutoHandler],
         name: str = "default",
     ) -> None:
+        """``auto_received`` maps the types of messages the cell handles itself
+        (``PoisonPill``, ``Kill``, ``Identify``, ...) to their handlers."""
         self.name = name
         self.throughput = throughput
         self._hub = hub
         self._run_callback = hub.loop.run_callback
         self.ready: deque[ActorCell] = deque()
         self._on_fatal = on_fatal
+        self._auto_get = auto_received.get
         self.armed = False
         self._yielding = 0
         self.workers: set[Worker] = set()
@@ -158,11 +170,23 @@ class Dispatcher:
 
     # -- the worker loop --------------------------------------------------------------------
     def _run(self) -> None:
+        """A worker: pop a ready cell, run one batch of it, repeat.
+
+        A batch is the mailbox processing of Akka's ``Mailbox.run``: the cell's system
+        messages first, then up to ``throughput`` user messages, checking the system
+        queue again after each one, so that system messages always overtake ordinary
+        ones. What a system message or a failure does is the cell's business
+        (``process_system``, ``user_failure``); this loop only decides what runs next.
+        It is written out in one function, without a call per batch, because it is the
+        hottest code of the runtime. ``cell`` is the local the hub monitor reads.
+        """
         w: Any = greenlet.getcurrent()
         ready = self.ready
-        throughput = range(self.throughput)
+        throughput = self.throughput
+        auto_get = self._auto_get
         deadline = perf_counter() + YIELD_INTERVAL
-        batches = 0
+        # Batches until the next look at the clock (a countdown stays a small int).
+        countdown = CLOCK_EVERY
         hub_switch = self._hub.switch
         try:
             while True:
@@ -181,16 +205,68 @@ class Dispatcher:
                 cell = ready.popleft()
                 w.cell = cell
                 try:
-                    # The cell puts itself back on `ready` if it still has work.
-                    cell.run_batch(throughput, ready)
+                    sysq = cell.sysq
+                    if sysq:
+                        cell.process_system()
+                    if cell.suspend_count or cell.dead:
+                        if sysq:
+                            ready.append(cell)
+                        else:
+                            cell.scheduled = False
+                    else:
+                        mailbox = cell.mailbox
+                        dead = cell.system.dead_letters
+                        influenced = False
+                        rt = cell.rt_seconds is not None
+                        left = throughput
+                        while mailbox:
+                            # The envelope itself is kept for Stash (it stashes the very
+                            # tuple).
+                            message, sender = cell.current_envelope = mailbox.popleft()
+                            cell.sender = sender
+                            try:
+                                # The actor's `sender` is a plain attribute: reading a
+                                # property would cost a call per message in user code.
+                                # (No actor here is an error like a missing behavior.)
+                                cell.actor.sender = (  # type: ignore[union-attr]
+                                    sender if sender is not None else dead
+                                )
+                                handler = auto_get(type(message))
+                                if handler is None:
+                                    cell.behavior(message)
+                                else:
+                                    handler(cell, message)
+                            except BaseException as exc:
+                                cell.user_failure(exc, message, sender)  # re-raises fatal
+                                break
+                            if rt and not isinstance(message, NotInfluenceReceiveTimeout):
+                                influenced = True
+                            if sysq:
+                                cell.process_system()
+                                if cell.suspend_count or cell.dead:
+                                    break
+                            left -= 1
+                            if left == 0:
+                                break
+                        cell.current_envelope = None
+                        if influenced and cell.rt_seconds is not None:
+                            cell.check_receive_timeout()
+                        if sysq or (cell.mailbox and not cell.suspend_count and not cell.dead):
+                            ready.append(cell)
+                        else:
+                            cell.scheduled = False
                 except BaseException as exc:
                     # Only fatal exceptions (KeyboardInterrupt, SystemExit, GreenletExit)
                     # escape a batch; the cell stays consistent, then they propagate.
+                    cell.current_envelope = None
                     self._requeue(cell, cell.has_work())
                     self._on_fatal(cell, exc)
                     raise
-                batches += 1
-                if not batches & 31 and perf_counter() > deadline:
+                countdown -= 1
+                if countdown == 0:
+                    countdown = CLOCK_EVERY
+                    if perf_counter() <= deadline:
+                        continue
                     self._yielding += 1
                     try:
                         gevent.sleep(0)

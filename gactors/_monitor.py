@@ -16,12 +16,12 @@ How it works, and why it is shaped like this:
   when the last such system on that hub terminates, if we were the ones who started
   it), and set ``max_blocking_time`` to the smallest live threshold.
 * Which actor is blocking is read off the blocked thread's stack
-  (``sys._current_frames()``): the frame of ``ActorCell.run_batch`` holds the cell being
+  (``sys._current_frames()``): the frame of the dispatcher's worker loop holds the cell being
   run, and the frames below it are the actor's own code, which is the stack we report.
   Asking the current greenlet would not help (the event is notified in the monitoring
   thread), and the greenlet the event names is only the last one gevent's tracer saw being switched
   to, which is usually the dispatcher :class:`~gactors._dispatch.Worker` running the
-  actor, but not always. When the stack has no ``run_batch`` frame (the actor switched
+  actor, but not always. When the stack has no worker-loop frame (the actor switched
   into a greenlet of its own, whose frames stop at that greenlet), the actor is the one
   of the worker that greenlet was started from, if any.
 * gevent reports again every period while the hub stays blocked. Consecutive reports
@@ -57,7 +57,7 @@ from gevent.events import EventLoopBlocked, notify, subscribers
 from greenlet import getcurrent
 
 from gactors._cell import ActorCell
-from gactors._dispatch import Worker
+from gactors._dispatch import Dispatcher, Worker
 from gactors._messages import HubBlocked
 from gactors._threads import allocate_lock, get_ident
 
@@ -70,7 +70,7 @@ __all__ = ["is_monitoring", "start_monitoring", "stop_monitoring"]
 
 _log = logging.getLogger("gactors.hub")
 
-_RUN_BATCH_CODE = ActorCell.run_batch.__code__
+_WORKER_LOOP_CODE = Dispatcher._run.__code__
 _EPSILON = 1e-6
 
 # Process-wide state, guarded by _lock (a real lock: the monitoring threads read it).
@@ -252,17 +252,17 @@ def _worker_cell(greenlet: Any) -> ActorCell | None:
 def _inspect(tid: int) -> tuple[str, ActorCell | None]:
     """The blocked hub thread's stack from the actor's code down, and the actor's cell.
 
-    Runs in the monitoring thread. The dispatcher frames above ``ActorCell.run_batch``
-    are left out; that frame's ``self`` is the cell of the actor being run.
+    Runs in the monitoring thread. The dispatcher frames above the worker loop
+    (``Dispatcher._run``) are left out; that frame's ``cell`` is the actor being run.
     """
     frame: FrameType | None = sys._current_frames().get(tid)
     frames: list[FrameType] = []
     cell: ActorCell | None = None
     try:
         while frame is not None:
-            if frame.f_code is _RUN_BATCH_CODE:
-                owner = frame.f_locals.get("self")
-                cell = owner if isinstance(owner, ActorCell) else None
+            if frame.f_code is _WORKER_LOOP_CODE:
+                running = frame.f_locals.get("cell")
+                cell = running if isinstance(running, ActorCell) else None
                 break
             frames.append(frame)
             frame = frame.f_back

@@ -18,7 +18,7 @@ from greenlet import getcurrent
 
 from gactors import _sysmsg as sm
 from gactors._actor import Actor
-from gactors._cell import ActorCell
+from gactors._cell import AUTO_RECEIVED, ActorCell
 from gactors._dispatch import Dispatcher, Worker
 from gactors._eventstream import EventStream, LogEvent
 from gactors._future import Future
@@ -208,7 +208,7 @@ class ActorSystem:
         self._pid = os.getpid()
         self._forked = False
         self._dispatcher = Dispatcher(
-            self._hub, self.settings.dispatcher_throughput, self._on_fatal
+            self._hub, self.settings.dispatcher_throughput, self._on_fatal, AUTO_RECEIVED
         )
         self._calls: deque[tuple[Callable[..., Any], tuple[Any, ...]]] = deque()
         self._async = self._hub.loop.async_()

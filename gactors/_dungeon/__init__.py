@@ -7,7 +7,7 @@
 * :mod:`.faulthandling` - suspend/resume, failure reports, restart, stop;
 * :mod:`.receivetimeout` - the idle timer.
 
-The message loop itself (system queue first, then a batch of user messages) is in
-``gactors._cell``. "Where does a restart happen?" - ``FaultHandling.fault_recreate``
-and ``finish_recreate``, nowhere else.
+The message loop itself (system queue first, then a batch of user messages) is the
+worker loop of ``gactors._dispatch``. "Where does a restart happen?" -
+``FaultHandling.fault_recreate`` and ``finish_recreate``, nowhere else.
 """

@@ -261,7 +261,10 @@ class FaultHandling(CellState):
             # more for this failure than it has been resumed, so balance it.
             child._send_system(sm.Resume(None))
             return
+        # While the strategy decides, the supervisor's sender is the failing child.
         self.sender = child
+        if self.actor is not None:
+            self.actor.sender = child
         strategy = self.strategy()
         if not strategy.handle_failure(
             self.context, child, f.cause, stats, self.live_child_stats()
