@@ -257,7 +257,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     while cells:
         cell = cells.pop()
         restarts_of_live_actors += cell.restarts
-        cells.extend(s.cell for s in cell.children_stats.values())
+        cells.extend(cell.child_cells.values())
 
     system.terminate()
     terminated = system.await_termination(60)

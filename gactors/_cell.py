@@ -51,6 +51,9 @@ __all__ = ["AUTO_RECEIVED", "ActorCell"]
 _uids = itertools.count(1)
 _NO_MAILBOX: Any = ()  # falsy and empty, like an empty deque; replaced on first use
 _NO_STASH: Any = []  # shared and never appended to: replaced on first use
+# The system queue is a list while it holds messages and this shared empty tuple when
+# drained: most actors get one system message (Create) in their whole life.
+_NO_SYSQ: Any = ()
 _actor_log = logging.getLogger("gactors.actor")
 
 _NORMAL, _SUSPENDED, _WAITING = 0, 1, 2
@@ -64,7 +67,7 @@ class ActorCell(Children, DeathWatch, FaultHandling, ReceiveTimeout):
         "behavior",
         "behavior_stack",
         "capacity",
-        "children_stats",
+        "child_cells",
         "context_obj",
         "current_envelope",
         "current_sys",
@@ -82,6 +85,7 @@ class ActorCell(Children, DeathWatch, FaultHandling, ReceiveTimeout):
         "path",
         "props",
         "ref",
+        "restart_stats",
         "restarts",
         "rt_seconds",
         "rt_timer",
@@ -122,7 +126,7 @@ class ActorCell(Children, DeathWatch, FaultHandling, ReceiveTimeout):
         # never got one should not pay for it. Until then `open` is False, which sends
         # tell() down the slow path that allocates it.
         self.mailbox = _NO_MAILBOX
-        self.sysq = []
+        self.sysq = _NO_SYSQ
         self.sys_stash = _NO_STASH
         self.scheduled = False
         self.capacity = props.mailbox_capacity
@@ -142,7 +146,8 @@ class ActorCell(Children, DeathWatch, FaultHandling, ReceiveTimeout):
         self.failure_seq = 0
         self.failed_message = None
         self.current_sys = None
-        self.children_stats = EMPTY  # type: ignore[assignment]
+        self.child_cells = EMPTY  # type: ignore[assignment]
+        self.restart_stats = None
         self.to_die = EMPTY  # type: ignore[assignment]
         self.termination_reason = None
         self.name_counter = 0
@@ -176,7 +181,10 @@ class ActorCell(Children, DeathWatch, FaultHandling, ReceiveTimeout):
     def receive_message(self, message: Any) -> None:
         """Hand ``message`` to the current behavior (used by auto-received messages)."""
         self.current_envelope = (message, self.sender)
-        self.behavior(message)
+        behavior = self.behavior
+        if behavior is None:  # the actor's own receive, bound on first use
+            behavior = self.behavior = self.actor.receive  # type: ignore[union-attr]
+        behavior(message)
 
     # -- system messages ------------------------------------------------------------------------
     def _state(self) -> int:
@@ -214,6 +222,7 @@ class ActorCell(Children, DeathWatch, FaultHandling, ReceiveTimeout):
                 # Walking up the state chain: what waited may be processed now, first.
                 sysq[0:0] = stash
                 stash.clear()
+        self.sysq = _NO_SYSQ  # drained (and a handler's own sends went into the list)
         if self.dead and stash:
             for msg in stash:
                 self.system_dead_letter(msg)
@@ -226,7 +235,11 @@ class ActorCell(Children, DeathWatch, FaultHandling, ReceiveTimeout):
         if self.dead:
             self.system_dead_letter(message)
             return
-        self.sysq.append(message)
+        sysq = self.sysq
+        if sysq is _NO_SYSQ:
+            self.sysq = [message]
+        else:
+            sysq.append(message)
         if not self.scheduled:
             self.dispatcher.schedule(self)
 
@@ -304,7 +317,9 @@ class ActorCell(Children, DeathWatch, FaultHandling, ReceiveTimeout):
     def install_actor(self, instance: Actor) -> None:
         self.actor = instance
         stack = self.behavior_stack  # non-empty only if the constructor called become()
-        self.behavior = stack[-1] if stack else instance.receive
+        # None stands for instance.receive, bound on the first message: an idle actor
+        # does not keep a bound method alive.
+        self.behavior = stack[-1] if stack else None
 
     def strategy(self) -> SupervisorStrategy:
         actor = self.actor
@@ -336,8 +351,7 @@ class ActorCell(Children, DeathWatch, FaultHandling, ReceiveTimeout):
             self.behavior = stack[-1]
         else:
             self.behavior_stack = None
-            if self.actor is not None:
-                self.behavior = self.actor.receive
+            self.behavior = None  # the actor's own receive
 
     # -- misc ---------------------------------------------------------------------------
     @property

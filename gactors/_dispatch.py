@@ -205,11 +205,12 @@ class Dispatcher:
                 cell = ready.popleft()
                 w.cell = cell
                 try:
-                    sysq = cell.sysq
-                    if sysq:
+                    # cell.sysq is read afresh each time: a drained queue is replaced by
+                    # a shared empty one, and a new message by a new list.
+                    if cell.sysq:
                         cell.process_system()
                     if cell.suspend_count or cell.dead:
-                        if sysq:
+                        if cell.sysq:
                             ready.append(cell)
                         else:
                             cell.scheduled = False
@@ -225,15 +226,17 @@ class Dispatcher:
                             message, sender = cell.current_envelope = mailbox.popleft()
                             cell.sender = sender
                             try:
+                                # (No actor here fails like any error of the actor.)
+                                actor: Any = cell.actor
                                 # The actor's `sender` is a plain attribute: reading a
                                 # property would cost a call per message in user code.
-                                # (No actor here is an error like a missing behavior.)
-                                cell.actor.sender = (  # type: ignore[union-attr]
-                                    sender if sender is not None else dead
-                                )
+                                actor.sender = sender if sender is not None else dead
                                 handler = auto_get(type(message))
                                 if handler is None:
-                                    cell.behavior(message)
+                                    behavior = cell.behavior
+                                    if behavior is None:  # receive, bound on first use
+                                        behavior = cell.behavior = actor.receive
+                                    behavior(message)
                                 else:
                                     handler(cell, message)
                             except BaseException as exc:
@@ -241,7 +244,7 @@ class Dispatcher:
                                 break
                             if rt and not isinstance(message, NotInfluenceReceiveTimeout):
                                 influenced = True
-                            if sysq:
+                            if cell.sysq:
                                 cell.process_system()
                                 if cell.suspend_count or cell.dead:
                                     break
@@ -251,7 +254,9 @@ class Dispatcher:
                         cell.current_envelope = None
                         if influenced and cell.rt_seconds is not None:
                             cell.check_receive_timeout()
-                        if sysq or (cell.mailbox and not cell.suspend_count and not cell.dead):
+                        if cell.sysq or (
+                            cell.mailbox and not cell.suspend_count and not cell.dead
+                        ):
                             ready.append(cell)
                         else:
                             cell.scheduled = False

@@ -320,10 +320,10 @@ class ActorSystem:
             elements = ActorPath.parse(path, self.name).elements
         cell = self._root
         for element in elements:
-            stats = cell.children_stats.get(element)
-            if stats is None:
+            child = cell.child_cells.get(element)
+            if child is None:
                 return None
-            cell = stats.cell
+            cell = child
         return None if cell.dead else cell.ref
 
     @_in_hub_thread
@@ -337,8 +337,8 @@ class ActorSystem:
                 f"{'  ' * depth}{label}  [{cell.state_name}] mailbox={len(cell.mailbox)} "
                 f"restarts={cell.restarts}"
             )
-            for stats in list(cell.children_stats.values()):
-                walk(stats.cell, depth + 1)
+            for child in list(cell.child_cells.values()):
+                walk(child, depth + 1)
 
         walk(self._root, 0)
         return "\n".join(lines)
@@ -385,7 +385,7 @@ class ActorSystem:
         while cells:
             cell = cells.pop()
             cell.open = False
-            cells.extend(stats.cell for stats in cell.children_stats.values())
+            cells.extend(cell.child_cells.values())
         try:
             self._async.ref = False  # the parent's system must not keep the child's hub alive
         except Exception:  # pragma: no cover - depends on the loop's state after fork

@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from collections import deque
 
     from gactors._actor import Actor, ActorLogger
+    from gactors._cell import ActorCell
     from gactors._context import ActorContext
     from gactors._dispatch import Dispatcher
     from gactors._path import ActorPath
@@ -72,7 +73,8 @@ class CellState:
         failed_message: Any
         current_sys: SystemMessage | None
         # children
-        children_stats: dict[str, ChildRestartStats]
+        child_cells: dict[str, ActorCell]
+        restart_stats: ChildRestartStats | None  # kept by the parent, made on first use
         to_die: dict[ActorRef, None]
         termination_reason: Any
         name_counter: int
@@ -96,6 +98,7 @@ class CellState:
         def has_work(self) -> bool: ...
         def lifecycle_debug(self, what: str) -> None: ...
         def strategy(self) -> SupervisorStrategy: ...
+        def child_cell_of(self, ref: ActorRef) -> ActorCell | None: ...
         def stats_for(self, ref: ActorRef) -> ChildRestartStats | None: ...
         def live_child_stats(self) -> list[ChildRestartStats]: ...
         def stop_all_children(self) -> None: ...

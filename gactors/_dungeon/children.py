@@ -13,6 +13,7 @@ from gactors._supervision import ChildRestartStats
 from gactors.exceptions import IllegalStateError, InvalidActorNameException
 
 if TYPE_CHECKING:
+    from gactors._cell import ActorCell
     from gactors._ref import ActorRef
 
 # Why the cell is waiting for its children to terminate (Akka's SuspendReason).
@@ -43,17 +44,27 @@ class ChildrenView(Sequence["ActorRef"]):
     def _get(self) -> tuple[ActorRef, ...]:
         refs = self._refs
         if refs is None:
-            refs = self._refs = tuple(s.child for s in self._cell.children_stats.values())
+            refs = self._refs = tuple(c.ref for c in self._cell.child_cells.values())
         return refs
 
     def __getitem__(self, index: Any) -> Any:
         return self._get()[index]
 
     def __len__(self) -> int:
-        return len(self._cell.children_stats) if self._refs is None else len(self._refs)
+        return len(self._cell.child_cells) if self._refs is None else len(self._refs)
 
     def __repr__(self) -> str:
         return f"ChildrenView({list(self._get())!r})"
+
+
+def _restart_stats(child: ActorCell) -> ChildRestartStats:
+    # The restart bookkeeping of a child, kept on the child's cell (so it goes away with
+    # the child) but only made when a failure or a strategy needs it: most children
+    # never fail, and one object less per actor is less for the garbage collector.
+    stats = child.restart_stats
+    if stats is None:
+        stats = child.restart_stats = ChildRestartStats(child.ref, child)
+    return stats
 
 
 CELL_CLASS: Any = None
@@ -82,22 +93,27 @@ class Children(CellState):
     # -- queries -----------------------------------------------------------------------------
     @property
     def children(self) -> tuple[ActorRef, ...]:
-        return tuple(s.child for s in self.children_stats.values())
+        return tuple(c.ref for c in self.child_cells.values())
 
     def child_by_name(self, name: str) -> ActorRef | None:
-        s = self.children_stats.get(name)
-        return s.child if s is not None else None
+        c = self.child_cells.get(name)
+        return c.ref if c is not None else None
+
+    def child_cell_of(self, ref: ActorRef) -> ActorCell | None:
+        """The cell of ``ref`` if it is a child of this cell (and not an older namesake)."""
+        c = self.child_cells.get(ref.path.name)
+        if c is not None and c.uid == ref._uid and c.path == ref.path:
+            return c
+        return None
 
     def stats_for(self, ref: ActorRef) -> ChildRestartStats | None:
-        s = self.children_stats.get(ref.path.name)
-        if s is not None and s.child._uid == ref._uid and s.child.path == ref.path:
-            return s
-        return None
+        c = self.child_cell_of(ref)
+        return None if c is None else _restart_stats(c)
 
     def live_child_stats(self) -> list[ChildRestartStats]:
         """Children not being stopped (the ones a strategy acts upon)."""
         to_die = self.to_die
-        return [s for s in self.children_stats.values() if s.child not in to_die]
+        return [_restart_stats(c) for c in self.child_cells.values() if c.ref not in to_die]
 
     @property
     def is_terminating(self) -> bool:
@@ -129,7 +145,7 @@ class Children(CellState):
             name = _generated_name(self.name_counter)
         elif not system_name:
             validate_name(name)
-        if name in self.children_stats:
+        if name in self.child_cells:
             raise InvalidActorNameException(
                 f"actor name {name!r} is not unique: {self.path}/{name} is still alive or "
                 "still terminating"
@@ -137,11 +153,10 @@ class Children(CellState):
         if props.dispatcher != "default":
             raise ValueError(f"unknown dispatcher {props.dispatcher!r} (known: 'default')")
         child = CELL_CLASS(self.system, props, self.path.child(name), self.ref, self)
-        stats = ChildRestartStats(child.ref, child)
-        table = self.children_stats
+        table = self.child_cells
         if table is EMPTY:
-            table = self.children_stats = {}
-        table[name] = stats
+            table = self.child_cells = {}
+        table[name] = child
         child.send_system(sm.CREATE)
         ref: ActorRef = child.ref
         return ref
@@ -154,7 +169,7 @@ class Children(CellState):
 
         if not isinstance(ref, ActorRef):
             raise TypeError(f"stop() needs an ActorRef, not {type(ref).__name__}")
-        if self.stats_for(ref) is not None:
+        if self.child_cell_of(ref) is not None:
             self.mark_dying(ref)
         ref._send_system(sm.Terminate())
 
@@ -168,9 +183,9 @@ class Children(CellState):
                 self.termination_reason = USER_REQUEST
 
     def stop_all_children(self) -> None:
-        for s in list(self.children_stats.values()):
-            self.mark_dying(s.child)
-            s.child._send_system(sm.Terminate())
+        for c in list(self.child_cells.values()):
+            self.mark_dying(c.ref)
+            c.ref._send_system(sm.Terminate())
 
     def set_children_termination_reason(self, reason: Any) -> bool:
         """If children are dying, wait for them for ``reason`` and return True."""
@@ -181,9 +196,8 @@ class Children(CellState):
 
     def remove_child_and_get_state_change(self, ref: ActorRef) -> Any:
         """Forget a terminated child; return the finished wait reason, if any."""
-        s = self.stats_for(ref)
-        if s is not None:
-            del self.children_stats[ref.path.name]
+        if self.child_cell_of(ref) is not None:
+            del self.child_cells[ref.path.name]
         if ref in self.to_die:
             del self.to_die[ref]
         if not self.to_die and self.termination_reason is not None:

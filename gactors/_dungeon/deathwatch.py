@@ -82,7 +82,7 @@ class DeathWatch(CellState):
                 if self.terminated_queued is EMPTY:
                     self.terminated_queued = {}
                 self.terminated_queued[actor] = message
-        if self.stats_for(actor) is not None:
+        if self.child_cell_of(actor) is not None:
             self.handle_child_terminated(actor)
 
     # -- the auto-received Terminated --------------------------------------------------------------

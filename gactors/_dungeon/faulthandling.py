@@ -46,13 +46,13 @@ class FaultHandling(CellState):
             self.suspend_count -= 1
 
     def suspend_children(self, except_for: tuple[ActorRef, ...] = ()) -> None:
-        for s in list(self.children_stats.values()):
-            if s.child not in except_for:
-                s.child._send_system(sm.Suspend())
+        for c in list(self.child_cells.values()):
+            if c.ref not in except_for:
+                c.ref._send_system(sm.Suspend())
 
     def resume_children(self, caused_by_failure: BaseException | None, perp: Any) -> None:
-        for s in list(self.children_stats.values()):
-            child = s.child
+        for c in list(self.child_cells.values()):
+            child = c.ref
             child._send_system(sm.Resume(caused_by_failure if child == perp else None))
 
     # -- system messages -------------------------------------------------------------------
@@ -105,7 +105,7 @@ class FaultHandling(CellState):
     def finish_recreate(self, cause: BaseException) -> None:
         # Snapshot the survivors before the new instance creates new children.
         to_die = self.to_die
-        survivors = tuple(s.child for s in self.children_stats.values() if s.child not in to_die)
+        survivors = tuple(c.ref for c in self.child_cells.values() if c.ref not in to_die)
         try:
             self.resume_non_recursive()
             self.failed = None

@@ -111,7 +111,7 @@ def queued_messages(system: ActorSystem) -> list[tuple[str, int]]:
         depth = len(cell.mailbox)
         if depth and not cell.dead:
             found.append((str(cell.path), depth))
-        cells.extend(stats.cell for stats in cell.children_stats.values())
+        cells.extend(cell.child_cells.values())
     found.sort()
     return found
 

@@ -651,9 +651,9 @@ class SupervisionModel(RuleBasedStateMachine):
         stack = [system._user_cell]
         while stack:
             cell = stack.pop()
-            for stats in cell.children_stats.values():
-                real[nid_of(stats.child)] = stats.cell
-                stack.append(stats.cell)
+            for child in cell.child_cells.values():
+                real[nid_of(child.ref)] = child
+                stack.append(child)
         expected_alive = {n.nid for n in model.alive()}
         assert set(real) == expected_alive, (
             f"live actors differ: real {sorted(real)}, model {sorted(expected_alive)}\n"
@@ -678,9 +678,10 @@ class SupervisionModel(RuleBasedStateMachine):
                 f"{where} restarts: real {cell.restarts}, model {node.restarts}"
             )
             parent_cell = cell.parent_cell
-            stats = parent_cell.children_stats[node.name]
-            assert stats.restart_count == node.stats_count, (
-                f"{where} restart_count: real {stats.restart_count}, model {node.stats_count}"
+            stats = parent_cell.child_cells[node.name].restart_stats
+            restart_count = 0 if stats is None else stats.restart_count  # made on first use
+            assert restart_count == node.stats_count, (
+                f"{where} restart_count: real {restart_count}, model {node.stats_count}"
             )
         assert not system._user_cell.suspend_count and system._user_cell.failed is None
 
