@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from gevent.hub import Hub
 
     from gactors._cell import ActorCell
+    from gactors._ref import ActorRef
 
 AutoHandler = Callable[["ActorCell", Any], None]
 
@@ -71,6 +72,7 @@ class Dispatcher:
 
     __slots__ = (
         "_auto_get",
+        "_dead_letters",
         "_hub",
         "_linger",
         "_on_fatal",
@@ -90,10 +92,12 @@ class Dispatcher:
         throughput: int,
         on_fatal: Callable[[ActorCell, BaseException], None],
         auto_received: Mapping[type, AutoHandler],
+        dead_letters: ActorRef,
         name: str = "default",
     ) -> None:
         """``auto_received`` maps the types of messages the cell handles itself
-        (``PoisonPill``, ``Kill``, ``Identify``, ...) to their handlers."""
+        (``PoisonPill``, ``Kill``, ``Identify``, ...) to their handlers;
+        ``dead_letters`` is what an actor's ``sender`` is for a message without one."""
         self.name = name
         self.throughput = throughput
         self._hub = hub
@@ -101,6 +105,7 @@ class Dispatcher:
         self.ready: deque[ActorCell] = deque()
         self._on_fatal = on_fatal
         self._auto_get = auto_received.get
+        self._dead_letters = dead_letters
         self.armed = False
         self._yielding = 0
         self.workers: set[Worker] = set()
@@ -184,6 +189,11 @@ class Dispatcher:
         ready = self.ready
         throughput = self.throughput
         auto_get = self._auto_get
+        dead = self._dead_letters
+        # The auto-received handler of the last message's type (a table that never
+        # changes): consistent from the start, None is no message and no such type.
+        last_type: type = type(None)
+        last_handler: AutoHandler | None = None
         deadline = perf_counter() + YIELD_INTERVAL
         # Batches until the next look at the clock (a countdown stays a small int).
         countdown = CLOCK_EVERY
@@ -202,6 +212,13 @@ class Dispatcher:
                     if not hub_switch():
                         break
                     continue
+                countdown -= 1
+                if countdown == 0:
+                    countdown = CLOCK_EVERY
+                    if perf_counter() > deadline:
+                        self._yield_to_hub()
+                        deadline = perf_counter() + YIELD_INTERVAL
+                        continue  # the queue may have been emptied meanwhile
                 cell = ready.popleft()
                 w.cell = cell
                 try:
@@ -214,52 +231,52 @@ class Dispatcher:
                             ready.append(cell)
                         else:
                             cell.scheduled = False
+                        continue
+                    mailbox = cell.mailbox
+                    influenced = False
+                    rt = cell.rt_seconds is not None
+                    left = throughput if mailbox else 0
+                    while left:
+                        # The envelope itself is kept for Stash (it stashes the very tuple).
+                        message, sender = cell.current_envelope = mailbox.popleft()
+                        cell.sender = sender
+                        try:
+                            # (No actor here fails like any other error of the actor.)
+                            actor: Any = cell.actor
+                            # The actor's `sender` is a plain attribute: reading a property
+                            # would cost a call per message in user code.
+                            actor.sender = sender if sender is not None else dead
+                            mtype = type(message)
+                            if mtype is not last_type:  # most messages repeat a type
+                                last_type = mtype
+                                last_handler = auto_get(mtype)
+                            handler = last_handler
+                            if handler is None:
+                                behavior = cell.behavior
+                                if behavior is None:  # receive, bound on first use
+                                    behavior = cell.behavior = actor.receive
+                                behavior(message)
+                            else:
+                                handler(cell, message)
+                        except BaseException as exc:
+                            cell.user_failure(exc, message, sender)  # re-raises fatal ones
+                            break
+                        if rt and not isinstance(message, NotInfluenceReceiveTimeout):
+                            influenced = True
+                        if cell.sysq:
+                            cell.process_system()
+                            if cell.suspend_count or cell.dead:
+                                break
+                        if not mailbox:
+                            break  # the common end of a batch
+                        left -= 1
+                    cell.current_envelope = None
+                    if influenced and cell.rt_seconds is not None:
+                        cell.check_receive_timeout()
+                    if cell.sysq or (cell.mailbox and not cell.suspend_count and not cell.dead):
+                        ready.append(cell)
                     else:
-                        mailbox = cell.mailbox
-                        dead = cell.system.dead_letters
-                        influenced = False
-                        rt = cell.rt_seconds is not None
-                        left = throughput
-                        while mailbox:
-                            # The envelope itself is kept for Stash (it stashes the very
-                            # tuple).
-                            message, sender = cell.current_envelope = mailbox.popleft()
-                            cell.sender = sender
-                            try:
-                                # (No actor here fails like any error of the actor.)
-                                actor: Any = cell.actor
-                                # The actor's `sender` is a plain attribute: reading a
-                                # property would cost a call per message in user code.
-                                actor.sender = sender if sender is not None else dead
-                                handler = auto_get(type(message))
-                                if handler is None:
-                                    behavior = cell.behavior
-                                    if behavior is None:  # receive, bound on first use
-                                        behavior = cell.behavior = actor.receive
-                                    behavior(message)
-                                else:
-                                    handler(cell, message)
-                            except BaseException as exc:
-                                cell.user_failure(exc, message, sender)  # re-raises fatal
-                                break
-                            if rt and not isinstance(message, NotInfluenceReceiveTimeout):
-                                influenced = True
-                            if cell.sysq:
-                                cell.process_system()
-                                if cell.suspend_count or cell.dead:
-                                    break
-                            left -= 1
-                            if left == 0:
-                                break
-                        cell.current_envelope = None
-                        if influenced and cell.rt_seconds is not None:
-                            cell.check_receive_timeout()
-                        if cell.sysq or (
-                            cell.mailbox and not cell.suspend_count and not cell.dead
-                        ):
-                            ready.append(cell)
-                        else:
-                            cell.scheduled = False
+                        cell.scheduled = False
                 except BaseException as exc:
                     # Only fatal exceptions (KeyboardInterrupt, SystemExit, GreenletExit)
                     # escape a batch; the cell stays consistent, then they propagate.
@@ -267,28 +284,25 @@ class Dispatcher:
                     self._requeue(cell, cell.has_work())
                     self._on_fatal(cell, exc)
                     raise
-                countdown -= 1
-                if countdown == 0:
-                    countdown = CLOCK_EVERY
-                    if perf_counter() <= deadline:
-                        continue
-                    self._yielding += 1
-                    try:
-                        gevent.sleep(0)
-                    finally:
-                        self._yielding -= 1
-                    if ready and not self.armed:
-                        # A watchdog that fired while we yielded did not add a worker;
-                        # if we now block, the rest of the queue must not wait for us.
-                        self.armed = True
-                        self._run_callback(self._watchdog)
-                    deadline = perf_counter() + YIELD_INTERVAL
         finally:
             w.cell = None
             if self.parked is w:
                 self.parked = None
                 self._linger.stop()
             self.workers.discard(w)
+
+    def _yield_to_hub(self) -> None:
+        # Let other greenlets (web requests, I/O callbacks) have the hub for a moment.
+        self._yielding += 1
+        try:
+            gevent.sleep(0)
+        finally:
+            self._yielding -= 1
+        if self.ready and not self.armed:
+            # A watchdog that fired while we yielded did not add a worker; if we now
+            # block, the rest of the queue must not wait for us.
+            self.armed = True
+            self._run_callback(self._watchdog)
 
     def _requeue(self, cell: ActorCell, more: bool) -> None:
         if more:

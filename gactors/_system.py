@@ -207,9 +207,6 @@ class ActorSystem:
         self._tid = get_ident()
         self._pid = os.getpid()
         self._forked = False
-        self._dispatcher = Dispatcher(
-            self._hub, self.settings.dispatcher_throughput, self._on_fatal, AUTO_RECEIVED
-        )
         self._calls: deque[tuple[Callable[..., Any], tuple[Any, ...]]] = deque()
         self._async = self._hub.loop.async_()
         self._async.start(self._on_async)
@@ -227,6 +224,13 @@ class ActorSystem:
         root_path = ActorPath(name)
         self._temp_path = root_path.child("temp")
         self.dead_letters: ActorRef = DeadLettersRef(self, root_path.child("deadLetters"), 0)
+        self._dispatcher = Dispatcher(
+            self._hub,
+            self.settings.dispatcher_throughput,
+            self._on_fatal,
+            AUTO_RECEIVED,
+            self.dead_letters,
+        )
         bubble = _TheOneWhoWalksTheBubbles(self, root_path.child("bubble-walker"), 0)
         root = self._root = ActorCell(self, Props(_RootGuardian), root_path, bubble, None)
         root.send_system(sm.CREATE)
