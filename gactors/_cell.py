@@ -78,11 +78,11 @@ class ActorCell(Children, DeathWatch, FaultHandling, ReceiveTimeout):
         "failure_seq",
         "logger_obj",
         "mailbox",
+        "name",
         "name_counter",
         "open",
         "parent",
         "parent_cell",
-        "path",
         "props",
         "ref",
         "restart_stats",
@@ -110,13 +110,15 @@ class ActorCell(Children, DeathWatch, FaultHandling, ReceiveTimeout):
         self,
         system: ActorSystem,
         props: Props,
-        path: ActorPath,
+        name: str,
         parent: ActorRef,
         parent_cell: ActorCell | None,
+        path: ActorPath | None = None,
     ) -> None:
+        """``path`` is given for the root only; the others' are made when first used."""
         self.system = system
         self.props = props
-        self.path = path
+        self.name = name
         self.parent = parent
         self.parent_cell = parent_cell
         self.uid = next(_uids)
@@ -157,7 +159,11 @@ class ActorCell(Children, DeathWatch, FaultHandling, ReceiveTimeout):
         self.rt_seconds = None
         self.rt_timer = None
         self.context_obj = None
-        self.ref = LocalActorRef(self)
+        self.ref = LocalActorRef(self, path)
+
+    @property
+    def path(self) -> ActorPath:
+        return self.ref.path
 
     @property
     def context(self) -> ActorContext:

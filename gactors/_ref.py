@@ -129,16 +129,16 @@ class ActorRef:
             return True
         if not isinstance(other, ActorRef):
             return NotImplemented
-        return self._uid == other._uid and self._path == other._path
+        return self._uid == other._uid and self.path == other.path
 
     def __hash__(self) -> int:
-        return hash(self._path) ^ self._uid
+        return hash(self.path) ^ self._uid
 
     def __lt__(self, other: ActorRef) -> bool:
         return (str(self.path), self._uid) < (str(other.path), other._uid)
 
     def __repr__(self) -> str:
-        return f"ActorRef({self._path}#{self._uid})"
+        return f"ActorRef({self.path}#{self._uid})"
 
     def __str__(self) -> str:
         return str(self.path)
@@ -149,9 +149,21 @@ class LocalActorRef(ActorRef):
 
     __slots__ = ("_cell",)
 
-    def __init__(self, cell: ActorCell) -> None:
-        ActorRef.__init__(self, cell.system, cell.path, cell.uid)
+    def __init__(self, cell: ActorCell, path: ActorPath | None) -> None:
+        # (ActorRef.__init__ written out: one call less per actor created.)
+        self._system = cell.system
+        self._path = path  # type: ignore[assignment]  # None: made on first use
+        self._uid = cell.uid
         self._cell = cell
+
+    @property
+    def path(self) -> ActorPath:
+        p = self._path
+        if p is None:
+            # Most actors' paths are never looked at; one object less per actor.
+            cell = self._cell
+            p = self._path = cell.parent_cell.path.child(cell.name)
+        return p
 
     def tell(self, message: Any, sender: ActorRef | _Implicit | None = IMPLICIT) -> None:
         if message is None:

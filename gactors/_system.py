@@ -232,7 +232,7 @@ class ActorSystem:
             self.dead_letters,
         )
         bubble = _TheOneWhoWalksTheBubbles(self, root_path.child("bubble-walker"), 0)
-        root = self._root = ActorCell(self, Props(_RootGuardian), root_path, bubble, None)
+        root = self._root = ActorCell(self, Props(_RootGuardian), "", bubble, None, root_path)
         root.send_system(sm.CREATE)
         user = root.attach_child(Props(_UserGuardian, user_strategy), "user", system_name=True)
         sysg = root.attach_child(Props(_SystemGuardian), "system", system_name=True)

@@ -40,7 +40,7 @@ class CellState:
         # identity
         system: ActorSystem
         props: Props
-        path: ActorPath
+        name: str
         uid: int
         ref: LocalActorRef
         parent: ActorRef
@@ -87,6 +87,8 @@ class CellState:
         rt_timer: Any
 
         # provided by the concerns and by ActorCell
+        @property
+        def path(self) -> ActorPath: ...
         def send_system(self, message: SystemMessage) -> None: ...
         def ensure_mailbox(self) -> deque[tuple[Any, ActorRef | None]]: ...
         @property

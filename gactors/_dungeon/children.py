@@ -152,7 +152,7 @@ class Children(CellState):
             )
         if props.dispatcher != "default":
             raise ValueError(f"unknown dispatcher {props.dispatcher!r} (known: 'default')")
-        child = CELL_CLASS(self.system, props, self.path.child(name), self.ref, self)
+        child = CELL_CLASS(self.system, props, name, self.ref, self)
         table = self.child_cells
         if table is EMPTY:
             table = self.child_cells = {}

@@ -8,6 +8,7 @@ import pytest
 from conftest import Echo
 
 from gactors import Actor, ActorPath, ActorSystem, InvalidActorNameException, Props
+from gactors.testkit import TestProbe
 
 
 def test_path_parts() -> None:
@@ -75,3 +76,41 @@ def test_child_names_validated_in_context(system: ActorSystem) -> None:
     assert p.ask("kid", timeout=2) == "ok"
     assert "not unique" in p.ask("kid", timeout=2)
     assert "reserved" in p.ask("$x", timeout=2)
+
+
+def test_paths_made_on_first_use_are_right_even_after_the_parents_stopped(
+    system: ActorSystem,
+) -> None:
+    # A child's path is only built when somebody looks at it (one object less per
+    # actor): it must be the same path as if it had been built at creation, also when
+    # the first look comes after the whole branch has stopped.
+    class Parent(Actor):
+        def __init__(self) -> None:
+            self.child = self.context.actor_of(Props(Parent if depth_left() else Echo), "c")
+
+        def receive(self, message: Any) -> None:
+            self.sender.tell(self.child)
+
+    levels = [3]
+
+    def depth_left() -> bool:
+        levels[0] -= 1
+        return levels[0] > 0
+
+    top = system.actor_of(Props(Parent), "top")
+    mid = top.ask("child", timeout=2)
+    leaf = mid.ask("child", timeout=2)
+    generated = system.actor_of(Props(Echo))
+    probe = TestProbe(system)
+    probe.watch(leaf)
+    system.stop(top)
+    probe.expect_terminated(leaf)
+    base = f"gactors://{system.name}/user"
+    assert str(leaf.path) == f"{base}/top/c/c"  # the first look at these paths
+    assert str(mid.path) == f"{base}/top/c"
+    assert leaf.path.parent == mid.path and mid.path.parent == top.path
+    assert leaf.path.elements == ("user", "top", "c", "c")
+    assert str(generated.path) == f"{base}/{generated.name}"
+    assert generated.name.startswith("$")
+    # Equality and hashing go by path and uid, whichever ref built its path first.
+    assert {leaf: 1}[leaf] == 1 and leaf != mid and hash(leaf) != hash(mid)
