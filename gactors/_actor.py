@@ -9,13 +9,13 @@ from greenlet import getcurrent
 
 from gactors._messages import Terminated, UnhandledMessage
 from gactors._supervision import SupervisorStrategy
+from gactors._timers import TimerScheduler, timers_of
 from gactors.exceptions import DeathPactException, IllegalStateError
 
 if TYPE_CHECKING:
     from gactors._cell import ActorCell
     from gactors._context import ActorContext
     from gactors._ref import ActorRef
-    from gactors._timers import TimerScheduler
 
 __all__ = ["Actor", "ActorLogger"]
 
@@ -120,8 +120,6 @@ class Actor:
     @property
     def timers(self) -> TimerScheduler:
         """This actor's timers (SPEC section 9); cancelled on restart and stop."""
-        from gactors._timers import timers_of
-
         return timers_of(self._gactors_cell)
 
     @property

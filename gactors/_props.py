@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from gactors._actor import Actor
+from gactors._actor import Actor
 
 __all__ = ["Props"]
 
@@ -21,8 +20,6 @@ class Props:
     __slots__ = ("args", "dispatcher", "factory", "kwargs", "mailbox_capacity")
 
     def __init__(self, factory: Callable[..., Actor], *args: Any, **kwargs: Any) -> None:
-        from gactors._actor import Actor
-
         if not callable(factory):
             raise TypeError(f"Props factory must be callable, not {type(factory).__name__}")
         if isinstance(factory, type) and not issubclass(factory, Actor):
@@ -38,8 +35,6 @@ class Props:
     @classmethod
     def empty(cls) -> Props:
         """Props of an actor that handles nothing (every message is unhandled)."""
-        from gactors._actor import Actor
-
         return cls(Actor)
 
     def _copy(self) -> Props:

@@ -9,12 +9,12 @@ from gactors import _sysmsg as sm
 from gactors._dungeon._state import EMPTY, CellState
 from gactors._path import validate_name
 from gactors._props import Props
+from gactors._ref import ActorRef
 from gactors._supervision import ChildRestartStats
 from gactors.exceptions import IllegalStateError, InvalidActorNameException
 
 if TYPE_CHECKING:
     from gactors._cell import ActorCell
-    from gactors._ref import ActorRef
 
 # Why the cell is waiting for its children to terminate (Akka's SuspendReason).
 USER_REQUEST = "user-request"  # children stopped by request: nothing waits
@@ -74,14 +74,13 @@ _ALPHABET = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+~"
 
 
 def _generated_name(n: int) -> str:
-    # Like Akka: "$" followed by a base-64 counter, unique per parent.
-    out = []
-    while True:
-        out.append(_ALPHABET[n & 63])
+    # Like Akka: "$" followed by a base-64 counter (lowest digit first), unique per
+    # parent. n >= 1.
+    name = "$"
+    while n:
+        name += _ALPHABET[n & 63]
         n >>= 6
-        if not n:
-            break
-    return "$" + "".join(out)
+    return name
 
 
 class Children(CellState):
@@ -135,7 +134,7 @@ class Children(CellState):
     ) -> ActorRef:
         if not isinstance(props, Props):
             raise TypeError(f"actor_of needs a Props, not {type(props).__name__}")
-        if self.dead or self.is_terminating:
+        if self.dead or self.termination_reason is TERMINATION:
             raise IllegalStateError(
                 f"cannot create a child of {self.path}: it is "
                 f"{'terminated' if self.dead else 'terminating'}"
@@ -157,7 +156,11 @@ class Children(CellState):
         if table is EMPTY:
             table = self.child_cells = {}
         table[name] = child
-        child.send_system(sm.CREATE)
+        # send_system(CREATE), written out for a cell that is brand new (so not dead,
+        # not scheduled, no system queue yet) and runs on this thread: actor_of is one
+        # of the hot paths.
+        child.sysq = [sm.CREATE]
+        child.dispatcher.schedule(child)
         ref: ActorRef = child.ref
         return ref
 
@@ -165,8 +168,6 @@ class Children(CellState):
     def stop_ref(self, ref: ActorRef) -> None:
         """context.stop(ref): children are marked as dying (their names stay reserved
         until they terminated); anything else just gets Terminate."""
-        from gactors._ref import ActorRef
-
         if not isinstance(ref, ActorRef):
             raise TypeError(f"stop() needs an ActorRef, not {type(ref).__name__}")
         if self.child_cell_of(ref) is not None:

@@ -7,10 +7,8 @@ from typing import TYPE_CHECKING, Any
 from gactors import _sysmsg as sm
 from gactors._dungeon._state import EMPTY, CellState
 from gactors._messages import Terminated
+from gactors._ref import ActorRef
 from gactors.exceptions import IllegalStateError
-
-if TYPE_CHECKING:
-    from gactors._ref import ActorRef
 
 
 class DeathWatch(CellState):
@@ -25,8 +23,6 @@ class DeathWatch(CellState):
         __slots__ = ()
 
     def watch(self, ref: ActorRef, message: Any) -> ActorRef:
-        from gactors._ref import ActorRef
-
         if not isinstance(ref, ActorRef):
             raise TypeError(f"watch() needs an ActorRef, not {type(ref).__name__}")
         if ref == self.ref:
@@ -46,8 +42,6 @@ class DeathWatch(CellState):
         return ref
 
     def unwatch(self, ref: ActorRef) -> ActorRef:
-        from gactors._ref import ActorRef
-
         if not isinstance(ref, ActorRef):
             raise TypeError(f"unwatch() needs an ActorRef, not {type(ref).__name__}")
         if ref in self.watching:
