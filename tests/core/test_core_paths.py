@@ -63,6 +63,27 @@ def test_generated_names_are_unique_per_parent(system: ActorSystem) -> None:
     assert all(n.startswith("$") for n in names)
 
 
+@pytest.mark.parametrize(
+    ("n", "name"),
+    [
+        (1, "$b"),
+        (62, "$+"),
+        (63, "$~"),
+        (64, "$ab"),
+        (4095, "$~~"),
+        (4096, "$aab"),
+        (262143, "$~~~"),
+        (262144, "$aaab"),
+        (262144 * 64 + 1, "$baaab"),
+    ],
+)
+def test_generated_names_are_akkas_base64_counter(n: int, name: str) -> None:
+    # "$" then the counter in base 64 (a-z A-Z 0-9 + ~), lowest digit first.
+    from gactors._dungeon.children import _generated_name
+
+    assert _generated_name(n) == name
+
+
 def test_child_names_validated_in_context(system: ActorSystem) -> None:
     class Parent(Actor):
         def receive(self, message: Any) -> None:
