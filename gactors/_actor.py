@@ -51,8 +51,19 @@ class Actor:
     """The sender of the current message (``system.dead_letters`` if none).
 
     A plain attribute, set by gactors before each message (a property would cost a
-    call per access on the hottest path); assigning to it has no effect on gactors.
+    call per access on the hottest path); assigning to it has no effect on gactors,
+    and a subclass defining a ``sender`` of its own is refused with ``TypeError``.
     """
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "sender" in cls.__dict__:
+            # gactors sets self.sender before every message; a class-level `sender`
+            # (a property, a method) would shadow it or make every instance fail.
+            raise TypeError(
+                f"{cls.__qualname__} defines 'sender', which gactors sets on every actor "
+                "before each message: choose another name"
+            )
 
     def __new__(cls, *args: Any, **kwargs: Any) -> Actor:
         cell = _constructing.pop(getcurrent(), None)

@@ -11,6 +11,7 @@ from gevent.queue import Queue
 
 import gactors
 from gactors import Actor, ActorSystem, IllegalStateError, Props
+from gactors.testkit import TestProbe
 
 
 def test_ref_context_and_log_usable_in_init(system: ActorSystem) -> None:
@@ -172,6 +173,32 @@ def test_sender_is_dead_letters_without_sender(system: ActorSystem) -> None:
     ref = system.actor_of(Props(Who))
     ref.tell("x")
     assert q.get(timeout=2) == system.dead_letters
+
+
+def test_sender_is_per_message_and_a_class_may_not_define_it(system: ActorSystem) -> None:
+    # self.sender is a plain attribute gactors sets before each message: it follows
+    # the messages, a stale value assigned by the actor does not survive the next one,
+    # and a subclass with a `sender` of its own is refused when it is defined.
+    q: Queue = Queue()
+    probe = TestProbe(system)
+
+    class Who(Actor):
+        def receive(self, message: Any) -> None:
+            q.put(self.sender)
+            self.sender = system.dead_letters  # has no effect on the next message
+
+    ref = system.actor_of(Props(Who))
+    probe.send(ref, "a")
+    ref.tell("b")
+    probe.send(ref, "c")
+    assert [q.get(timeout=2) for _ in range(3)] == [probe.ref, system.dead_letters, probe.ref]
+
+    with pytest.raises(TypeError, match="defines 'sender'"):
+
+        class Shadowing(Actor):
+            @property
+            def sender(self) -> Any:  # type: ignore[override]
+                return None
 
 
 def test_implicit_sender_inside_actor(system: ActorSystem) -> None:
