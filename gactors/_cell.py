@@ -207,12 +207,7 @@ class ActorCell(Children, DeathWatch, FaultHandling, ReceiveTimeout):
             if self.dead:
                 self.system_dead_letter(msg)
                 continue
-            # The state, with the common case (running) told without a call.
-            state = (
-                _NORMAL
-                if not self.suspend_count and self.termination_reason is None
-                else self._state()
-            )
+            state = self._state()
             if (state == _SUSPENDED and msg.stash_when_failed) or (
                 state == _WAITING and msg.stash_when_waiting
             ):

@@ -273,6 +273,7 @@ class Dispatcher:
                     cell.current_envelope = None
                     if influenced and cell.rt_seconds is not None:
                         cell.check_receive_timeout()
+                    # cell.has_work(), written out (a call per batch saved).
                     if cell.sysq or (cell.mailbox and not cell.suspend_count and not cell.dead):
                         ready.append(cell)
                     else:

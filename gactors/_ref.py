@@ -150,10 +150,8 @@ class LocalActorRef(ActorRef):
     __slots__ = ("_cell",)
 
     def __init__(self, cell: ActorCell, path: ActorPath | None) -> None:
-        # (ActorRef.__init__ written out: one call less per actor created.)
-        self._system = cell.system
-        self._path = path  # type: ignore[assignment]  # None: made on first use
-        self._uid = cell.uid
+        # path None: made on first use (see the property).
+        ActorRef.__init__(self, cell.system, path, cell.uid)  # type: ignore[arg-type]
         self._cell = cell
 
     @property
@@ -170,6 +168,7 @@ class LocalActorRef(ActorRef):
             raise InvalidMessageException(_NONE_ERROR)
         snd: Any = sender
         cell = self._cell
+        local = False
         if snd is IMPLICIT:
             g = getcurrent()
             if type(g) is Worker:
@@ -177,15 +176,10 @@ class LocalActorRef(ActorRef):
                 # same dispatcher runs in the cell's thread: no need to ask for the
                 # thread's identity (that call costs as much as the rest of the test).
                 snd = g.cell.ref  # type: ignore[union-attr]
-                if g.dispatcher is not cell.dispatcher and cell.tid != get_ident():
-                    cell.enqueue_foreign(message, snd)
-                    return
+                local = g.dispatcher is cell.dispatcher
             else:
                 snd = None
-                if cell.tid != get_ident():
-                    cell.enqueue_foreign(message, snd)
-                    return
-        elif cell.tid != get_ident():
+        if not local and cell.tid != get_ident():
             cell.enqueue_foreign(message, snd)
             return
         if cell.open:

@@ -249,13 +249,9 @@ class ActorSystem:
         _log.debug("actor system %r started", name)
 
     # -- public API ----------------------------------------------------------------------------
+    @_in_hub_thread
     def actor_of(self, props: Props, name: str | None = None) -> ActorRef:
         """Create a top-level actor under ``/user``; returns its ref at once."""
-        # What @_in_hub_thread does, written out: this is a hot path.
-        if self._forked:
-            raise self._fork_error()
-        if get_ident() != self._tid:
-            return self._run_in_hub(self.actor_of, props, name)  # type: ignore[no-any-return]
         self._check_alive("actor_of")
         return self._user_cell.attach_child(props, name)
 
@@ -371,8 +367,7 @@ class ActorSystem:
 
     # -- internals used across the package --------------------------------------------------------
     def _check_alive(self, what: str) -> None:
-        # (is_terminated, without its fork check: the callers made it.)
-        if self._terminating or self._user_cell.dead or self.when_terminated.done():
+        if self._terminating or self.is_terminated or self._user_cell.dead:
             raise IllegalStateError(
                 f"actor system {self.name!r} is terminated or terminating: cannot {what}"
             )

@@ -75,17 +75,10 @@ _ALPHABET = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+~"
 
 def _generated_name(n: int) -> str:
     # Like Akka: "$" followed by a base-64 counter (lowest digit first), unique per
-    # parent. n >= 1. Up to three digits (262,143 children) in one go: a hot path.
-    a = _ALPHABET
-    if n < 64:
-        return f"${a[n]}"
-    if n < 4096:
-        return f"${a[n & 63]}{a[n >> 6]}"
-    if n < 262144:
-        return f"${a[n & 63]}{a[(n >> 6) & 63]}{a[n >> 12]}"
+    # parent. n >= 1.
     name = "$"
     while n:
-        name += a[n & 63]
+        name += _ALPHABET[n & 63]
         n >>= 6
     return name
 
@@ -163,11 +156,7 @@ class Children(CellState):
         if table is EMPTY:
             table = self.child_cells = {}
         table[name] = child
-        # send_system(CREATE), written out for a cell that is brand new (so not dead,
-        # not scheduled, no system queue yet) and runs on this thread: actor_of is one
-        # of the hot paths.
-        child.sysq = [sm.CREATE]
-        child.dispatcher.schedule(child)
+        child.send_system(sm.CREATE)
         ref: ActorRef = child.ref
         return ref
 

@@ -159,8 +159,7 @@ class FaultHandling(CellState):
             raise ActorInitializationException(
                 self.ref, f"exception during creation: {type(e).__name__}: {safe_str(e)}", e
             ) from e
-        if self.rt_seconds is not None or self.rt_timer is not None:  # (its common case)
-            self.check_receive_timeout()
+        self.check_receive_timeout()
         self.lifecycle_debug("started")
 
     def terminate(self) -> None:
