@@ -259,6 +259,28 @@ class ActorCell(Children, DeathWatch, FaultHandling, ReceiveTimeout):
             # Watching an actor that is already dead: Terminated at once, unconfirmed.
             message.watcher._send_system(sm.DeathWatchNotification(self.ref, False, False))
 
+    def after_fork(self) -> None:
+        """In the child of ``os.fork()``: drop what the parent had queued for this actor
+        (a copied worker may hold the very mailbox, so it is emptied in place) and the
+        hub timers that would tell it something."""
+        self.open = False
+        mailbox = self.mailbox
+        if mailbox:
+            mailbox.clear()
+        if self.sysq:
+            self.sysq.clear()
+        if self.sys_stash:
+            self.sys_stash.clear()
+        self.scheduled = False
+        timer = self.rt_timer
+        self.rt_timer = None
+        self.rt_seconds = None
+        if timer is not None:
+            try:
+                timer.close()
+            except Exception:  # pragma: no cover - depends on the loop's state after fork
+                pass
+
     # -- slow paths of tell ---------------------------------------------------------------------
     def enqueue_closed(self, message: Any, sender: ActorRef | None) -> None:
         if self.system._forked:

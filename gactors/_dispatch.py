@@ -63,6 +63,32 @@ class Worker(greenlet):  # type: ignore[misc]
     dispatcher: Dispatcher
 
 
+class _ForkedWorker(Worker):
+    """A worker copied into the child of ``os.fork()``: it must never run again.
+
+    The copy may be parked anywhere inside an actor's code (a socket wait, a sleep, an
+    ask) with a hub watcher that will wake it in the child. Unwinding it (throwing
+    ``GreenletExit``) would run the actor's ``finally`` and ``with`` blocks in the
+    child, which are side effects of the parent's work too; so instead the hub's
+    attempts to wake it (``switch``/``throw``, looked up on the object by gevent's
+    waiters, timeouts and the dispatcher) do nothing, and the frozen greenlet is kept
+    referenced for the life of the process so that it is never collected (collecting
+    a suspended greenlet throws ``GreenletExit`` into it).
+    """
+
+    __slots__ = ()
+
+    def switch(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+    def throw(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
+_FROZEN: list[Worker] = []
+"""Every worker frozen by :meth:`Dispatcher.after_fork` in this process (see above)."""
+
+
 class Dispatcher:
     """Runs the cells of one actor system on the hub of the system's thread.
 
@@ -167,6 +193,25 @@ class Dispatcher:
         if w is not None:
             self.parked = None
             w.switch(False)
+
+    def after_fork(self) -> None:
+        """In the child of ``os.fork()``: nothing this dispatcher had queued or was
+        running may run here (SPEC section 13). Every worker except the one that forked
+        (it goes on with the child's own code) is frozen where it stands."""
+        self.ready.clear()
+        self.parked = None
+        # The watchdog may still be pending: armed, it adds no worker (nothing is ready).
+        self.armed = True
+        try:
+            self._linger.stop()
+        except Exception:  # pragma: no cover - depends on the loop's state after fork
+            pass
+        current = greenlet.getcurrent()
+        for w in list(self.workers):
+            if w is not current and not w.dead:
+                w.__class__ = _ForkedWorker
+                _FROZEN.append(w)
+                self.workers.discard(w)
 
     @property
     def queued(self) -> int:

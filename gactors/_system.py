@@ -382,13 +382,18 @@ class ActorSystem:
     def _mark_forked(self) -> None:
         """In the child of ``os.fork()``: make every use of this system raise."""
         self._forked = True
-        # Nothing of the parent's runs in the child: workers find no work, and closing
-        # every mailbox sends tell() to the slow path, which raises.
-        self._dispatcher.ready.clear()
+        # Nothing of the parent's runs in the child (SPEC section 13): the workers copied
+        # mid-message or parked are frozen, the timers and the parent's queued messages
+        # are dropped, and closing every mailbox sends tell() to the slow path, which
+        # raises. Without this the child's hub would wake the copied workers and
+        # process the parent's messages a second time.
+        self._calls.clear()
+        self._dispatcher.after_fork()
+        self.scheduler._after_fork()
         cells = [self._root]
         while cells:
             cell = cells.pop()
-            cell.open = False
+            cell.after_fork()
             cells.extend(cell.child_cells.values())
         try:
             self._async.ref = False  # the parent's system must not keep the child's hub alive
