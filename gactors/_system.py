@@ -334,17 +334,17 @@ class ActorSystem:
     def tree(self) -> str:
         """The live hierarchy: path, state, mailbox depth and restart count per actor."""
         lines: list[str] = []
-
-        def walk(cell: ActorCell, depth: int) -> None:
-            label = "/" if depth == 0 else cell.path.name
+        # Depth first with an explicit stack (children pushed in reverse to keep their
+        # order): a tree deeper than the recursion limit must still print.
+        stack: list[tuple[ActorCell, int]] = [(self._root, 0)]
+        while stack:
+            cell, depth = stack.pop()
+            label = "/" if depth == 0 else cell.name
             lines.append(
                 f"{'  ' * depth}{label}  [{cell.state_name}] mailbox={len(cell.mailbox)} "
                 f"restarts={cell.restarts}"
             )
-            for child in list(cell.child_cells.values()):
-                walk(child, depth + 1)
-
-        walk(self._root, 0)
+            stack.extend((child, depth + 1) for child in reversed(cell.child_cells.values()))
         return "\n".join(lines)
 
     def __enter__(self) -> ActorSystem:
