@@ -64,7 +64,7 @@ def deep(actor_system: ActorSystem) -> tuple[ActorRef, ActorRef]:
 
 
 def test_paths_tree_and_repr(actor_system: ActorSystem, deep: tuple[ActorRef, ActorRef]) -> None:
-    top, leaf = deep
+    _, leaf = deep
     text = str(leaf.path)
     assert text == "gactors://" + actor_system.name + "/user" + "/n" * DEPTH
     assert len(leaf.path.elements) == DEPTH + 1
