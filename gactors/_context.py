@@ -32,8 +32,15 @@ class ActorContext:
 
     def stop(self, ref: ActorRef) -> None:
         """Stop ``ref`` (a child or this actor): its current message finishes, the rest
-        of its mailbox goes to dead letters."""
-        self._cell.stop_ref(ref)
+        of its mailbox goes to dead letters.
+
+        Raises :class:`ValueError` for a ref of another actor system and for the
+        guardians (``/user``, ``/system``): ``system.terminate()`` ends a system.
+        """
+        cell = self._cell
+        if ref is not cell.ref:  # an actor may always stop itself (the guardians do)
+            cell.system._check_stoppable(ref)
+        cell.stop_ref(ref)
 
     @property
     def children(self) -> tuple[ActorRef, ...]:

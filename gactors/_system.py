@@ -257,9 +257,12 @@ class ActorSystem:
 
     @_in_hub_thread
     def stop(self, ref: ActorRef) -> None:
-        """Stop ``ref`` (its current message finishes; the rest goes to dead letters)."""
-        if not isinstance(ref, ActorRef):
-            raise TypeError(f"stop() needs an ActorRef, not {type(ref).__name__}")
+        """Stop ``ref`` (its current message finishes; the rest goes to dead letters).
+
+        Raises :class:`ValueError` for a ref of another actor system and for the
+        guardians (``/``, ``/user``, ``/system``): :meth:`terminate` ends a system.
+        """
+        self._check_stoppable(ref)
         cell = getattr(ref, "_cell", None)
         if cell is not None and cell.parent_cell is self._user_cell:
             self._user_cell.stop_ref(ref)
@@ -370,6 +373,23 @@ class ActorSystem:
         if self._terminating or self.is_terminated or self._user_cell.dead:
             raise IllegalStateError(
                 f"actor system {self.name!r} is terminated or terminating: cannot {what}"
+            )
+
+    def _check_stoppable(self, ref: object) -> None:
+        """Refuse what the public ``stop`` must not stop (guardians stop themselves
+        through their cells during ``terminate``, not through this check)."""
+        if not isinstance(ref, ActorRef):
+            raise TypeError(f"stop() needs an ActorRef, not {type(ref).__name__}")
+        if ref._system is not self:
+            raise ValueError(
+                f"cannot stop {ref.path}: it belongs to actor system {ref._system.name!r}, "
+                f"not {self.name!r} (stop it through its own system)"
+            )
+        cell = getattr(ref, "_cell", None)
+        if cell is not None and cell in (self._root, self._user_cell, self._system_cell):
+            raise ValueError(
+                f"cannot stop the guardian {ref.path}: use terminate() to end actor "
+                f"system {self.name!r}"
             )
 
     def _fork_error(self) -> IllegalStateError:
