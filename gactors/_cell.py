@@ -202,8 +202,17 @@ class ActorCell(Children, DeathWatch, FaultHandling, ReceiveTimeout):
         sysq = self.sysq
         stash = self.sys_stash
         self.current_envelope = None  # lifecycle hooks run here: no current message
-        while sysq:
-            msg = sysq.pop(0)  # a short list: cheaper to keep per cell than a deque
+        # Read by index, not with pop(0): the queue is usually one message, but a parent
+        # of 100,000 stopping children gets 100,000 notifications, and pop(0) would make
+        # that quadratic. Handled messages are cut off now and then (memory stays flat).
+        i = 0
+        while i < len(sysq):
+            if i >= 1024:
+                del sysq[:i]
+                i = 0
+                self.dispatcher.pause()
+            msg = sysq[i]
+            i += 1
             if self.dead:
                 self.system_dead_letter(msg)
                 continue
@@ -226,7 +235,7 @@ class ActorCell(Children, DeathWatch, FaultHandling, ReceiveTimeout):
                 self.current_sys = None
             if stash and self._state() < state:
                 # Walking up the state chain: what waited may be processed now, first.
-                sysq[0:0] = stash
+                sysq[i:i] = stash
                 stash.clear()
         self.sysq = _NO_SYSQ  # drained (and a handler's own sends went into the list)
         if self.dead and stash:
@@ -417,7 +426,7 @@ class ActorCell(Children, DeathWatch, FaultHandling, ReceiveTimeout):
         return "running"
 
     def stop_self(self) -> None:
-        self.send_system(sm.Terminate())
+        self.send_system(sm.TERMINATE)
 
     def __repr__(self) -> str:
         return f"<ActorCell {self.path}#{self.uid} {self.state_name}>"

@@ -28,7 +28,6 @@ from collections.abc import Callable, Mapping
 from time import perf_counter
 from typing import TYPE_CHECKING, Any
 
-import gevent
 from greenlet import greenlet
 
 from gactors._messages import NotInfluenceReceiveTimeout
@@ -194,6 +193,15 @@ class Dispatcher:
             self.parked = None
             w.switch(False)
 
+    def pause(self) -> None:
+        """Inside a worker running a long loop over system messages or children (a
+        parent stopping or burying a huge number of children, about a thousand steps
+        between two calls): let the hub and the other actors run for a moment, as
+        the worker loop does between batches."""
+        w = greenlet.getcurrent()
+        if type(w) is Worker and w.dispatcher is self:
+            self._yield_to_hub()
+
     def after_fork(self) -> None:
         """In the child of ``os.fork()``: nothing this dispatcher had queued or was
         running may run here (SPEC section 13). Every worker except the one that forked
@@ -339,10 +347,17 @@ class Dispatcher:
 
     def _yield_to_hub(self) -> None:
         # Let other greenlets (web requests, I/O callbacks) have the hub for a moment.
+        # Through a zero-length timer, not sleep(0): gevent runs up to 50 callbacks
+        # (sleep(0) is one) before it looks at the clock, polls I/O and fires timers,
+        # so a worker yielding every YIELD_INTERVAL with sleep(0) kept them waiting
+        # for half a second at a time (seen while stopping 200,000 actors).
         self._yielding += 1
+        hub = self._hub
+        timer = hub.loop.timer(0.0)
         try:
-            gevent.sleep(0)
+            hub.wait(timer)
         finally:
+            timer.close()
             self._yielding -= 1
         if self.ready and not self.armed:
             # A watchdog that fired while we yielded did not add a worker; if we now

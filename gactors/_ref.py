@@ -132,7 +132,9 @@ class ActorRef:
         return self._uid == other._uid and self.path == other.path
 
     def __hash__(self) -> int:
-        return hash(self.path) ^ self._uid
+        # Equal refs have equal uids: hashing the uid alone is consistent with __eq__
+        # and does not make the (lazily built) path of every ref put in a dict.
+        return hash(self._uid)
 
     def __lt__(self, other: ActorRef) -> bool:
         return (str(self.path), self._uid) < (str(other.path), other._uid)

@@ -171,7 +171,7 @@ class _TheOneWhoWalksTheBubbles(ActorRef):
                 f"{safe_str(message.cause)}",
                 message.cause,
             )
-            message.child._send_system(sm.Terminate())
+            message.child._send_system(sm.TERMINATE)
         elif type(message) is sm.DeathWatchNotification:
             system._root_terminated()
 
@@ -267,7 +267,7 @@ class ActorSystem:
         if cell is not None and cell.parent_cell is self._user_cell:
             self._user_cell.stop_ref(ref)
         else:
-            ref._send_system(sm.Terminate())
+            ref._send_system(sm.TERMINATE)
 
     @_in_hub_thread
     def terminate(self) -> Future[None]:
