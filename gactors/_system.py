@@ -356,7 +356,25 @@ class ActorSystem:
     def __exit__(self, *exc_info: Any) -> None:
         self.terminate()
         timeout = self.settings.shutdown_timeout
-        if not self.await_termination(timeout):
+        exc_type = exc_info[0]
+        if isinstance(exc_type, type) and issubclass(exc_type, KeyboardInterrupt):
+            _log.warning(
+                "interrupted: waiting up to %s s (setting shutdown_timeout) for the actors "
+                "of %r to stop; interrupt again to stop waiting",
+                timeout,
+                self.name,
+            )
+        try:
+            terminated = self.await_termination(timeout)
+        except KeyboardInterrupt:
+            # The way out of a shutdown stuck on a busy actor: say what is left behind.
+            _log.warning(
+                "interrupted: no longer waiting for actor system %r to terminate; still alive:\n%s",
+                self.name,
+                self.tree(),
+            )
+            raise
+        if not terminated:
             _log.error(
                 "actor system %r did not terminate within %s s; still alive:\n%s",
                 self.name,
