@@ -415,6 +415,9 @@ class ActorCell(Children, DeathWatch, FaultHandling, ReceiveTimeout):
             return "dead"
         if self.is_terminating:
             return "terminating"
+        if type(self.current_sys) is sm.Terminate:
+            # Stopping, without children to wait for: in post_stop (or stuck in it).
+            return "stopping"
         if isinstance(self.termination_reason, Recreation):
             return "restarting"
         if self.failed is not None:
