@@ -206,37 +206,43 @@ class ActorCell(Children, DeathWatch, FaultHandling, ReceiveTimeout):
         # of 100,000 stopping children gets 100,000 notifications, and pop(0) would make
         # that quadratic. Handled messages are cut off now and then (memory stays flat).
         i = 0
-        while i < len(sysq):
-            if i >= 1024:
+        try:
+            while i < len(sysq):
+                if i >= 1024:
+                    del sysq[:i]
+                    i = 0
+                    self.dispatcher.pause()
+                msg = sysq[i]
+                i += 1
+                if self.dead:
+                    self.system_dead_letter(msg)
+                    continue
+                state = self._state()
+                if (state == _SUSPENDED and msg.stash_when_failed) or (
+                    state == _WAITING and msg.stash_when_waiting
+                ):
+                    if stash is _NO_STASH:
+                        stash = self.sys_stash = []
+                    stash.append(msg)
+                    continue
+                self.current_sys = msg
+                try:
+                    _SYSTEM_HANDLERS[type(msg)](self, msg)
+                except FATAL:
+                    raise
+                except BaseException as exc:
+                    self.handle_invoke_failure(exc)
+                finally:
+                    self.current_sys = None
+                if stash and self._state() < state:
+                    # Walking up the state chain: what waited may be processed now, first.
+                    sysq[i:i] = stash
+                    stash.clear()
+        finally:
+            # What was handled goes, also when a fatal exception escapes (the cell is
+            # then requeued with the rest).
+            if i:
                 del sysq[:i]
-                i = 0
-                self.dispatcher.pause()
-            msg = sysq[i]
-            i += 1
-            if self.dead:
-                self.system_dead_letter(msg)
-                continue
-            state = self._state()
-            if (state == _SUSPENDED and msg.stash_when_failed) or (
-                state == _WAITING and msg.stash_when_waiting
-            ):
-                if stash is _NO_STASH:
-                    stash = self.sys_stash = []
-                stash.append(msg)
-                continue
-            self.current_sys = msg
-            try:
-                _SYSTEM_HANDLERS[type(msg)](self, msg)
-            except FATAL:
-                raise
-            except BaseException as exc:
-                self.handle_invoke_failure(exc)
-            finally:
-                self.current_sys = None
-            if stash and self._state() < state:
-                # Walking up the state chain: what waited may be processed now, first.
-                sysq[i:i] = stash
-                stash.clear()
         self.sysq = _NO_SYSQ  # drained (and a handler's own sends went into the list)
         if self.dead and stash:
             for msg in stash:

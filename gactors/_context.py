@@ -38,7 +38,9 @@ class ActorContext:
         guardians (``/user``, ``/system``): ``system.terminate()`` ends a system.
         """
         cell = self._cell
-        if ref is not cell.ref:  # an actor may always stop itself (the guardians do)
+        # An actor may always stop itself and its children: that is how the guardians
+        # stop (the root stops /user and /system when they fail).
+        if ref is not cell.ref and cell.child_cell_of(ref) is None:
             cell.system._check_stoppable(ref)
         cell.stop_ref(ref)
 
