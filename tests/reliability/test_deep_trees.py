@@ -124,3 +124,23 @@ def test_terminate_a_system_with_a_deep_tree() -> None:
     finally:
         system.terminate()
         assert system.await_termination(60), system.tree()[-2000:]
+
+
+class PlainNode(Node):
+    """A Node with Akka's default restart hooks: a restart stops the whole subtree and
+    pre_start builds it again."""
+
+    post_restart = Actor.post_restart
+    pre_restart = Actor.pre_restart
+
+
+def test_restart_at_the_top_rebuilds_the_whole_subtree(actor_system: ActorSystem) -> None:
+    INCARNATIONS.clear()
+    top = actor_system.actor_of(Props(PlainNode, DEPTH - 1), "n")
+    leaf = top.ask("leaf", timeout=30)
+    with event_filter(actor_system, ValueError, "boom at the leaf"):
+        top.tell("boom")  # the same failure, raised at the top this time
+    new_leaf = top.ask("leaf", timeout=60)
+    assert new_leaf != leaf and new_leaf.path == leaf.path
+    assert top.ask("incarnation", timeout=10) == 2
+    assert all(INCARNATIONS[n] == 2 for n in range(DEPTH))
