@@ -23,6 +23,7 @@ Design (why it is shaped like this):
 
 from __future__ import annotations
 
+import gc
 from collections import deque
 from collections.abc import Callable, Mapping
 from time import perf_counter
@@ -86,6 +87,31 @@ class _ForkedWorker(Worker):
 
 _FROZEN: list[Worker] = []
 """Every worker frozen by :meth:`Dispatcher.after_fork` in this process (see above)."""
+
+
+def _unlink_bound_switches(frozen: list[Worker]) -> None:
+    """Remove the frozen workers from the waits of gevent's linkables.
+
+    ``Event``, ``AsyncResult``, the locks and ``Greenlet.join`` wake a waiting greenlet
+    through its ``switch`` method bound before the fork: a C method that the frozen
+    class cannot override, so code running on in the child (a greenlet the actor had
+    spawned, an event set by the child) would resume the worker there. Finding those
+    links means a walk over the heap, done only when a worker was copied mid-message.
+    """
+    try:
+        from gevent import Greenlet
+        from gevent._abstract_linkable import AbstractLinkable
+    except ImportError:  # pragma: no cover - gevent moved its internals
+        return
+    switches = [greenlet.switch.__get__(w) for w in frozen]
+    kinds = (AbstractLinkable, Greenlet)
+    for obj in gc.get_objects():
+        if isinstance(obj, kinds):
+            for switch in switches:
+                try:
+                    obj.unlink(switch)
+                except Exception:  # pragma: no cover - a linkable in a broken state
+                    pass
 
 
 class Dispatcher:
@@ -215,11 +241,15 @@ class Dispatcher:
         except Exception:  # pragma: no cover - depends on the loop's state after fork
             pass
         current = greenlet.getcurrent()
+        frozen = []
         for w in list(self.workers):
             if w is not current and not w.dead:
                 w.__class__ = _ForkedWorker
-                _FROZEN.append(w)
+                frozen.append(w)
                 self.workers.discard(w)
+        if frozen:
+            _FROZEN.extend(frozen)
+            _unlink_bound_switches(frozen)
 
     @property
     def queued(self) -> int:

@@ -329,3 +329,92 @@ def test_scheduled_tasks_and_receive_timeouts_do_not_fire_in_the_child(
     gevent.sleep(0.3)
     mine = [what for pid, what in RAN if pid == os.getpid()]
     assert "scheduled" in mine and "idle got _ReceiveTimeout" in mine
+
+
+WAITS_SCRIPT = r"""
+from gevent import monkey
+monkey.patch_all()
+import json, os, sys
+import gevent, gevent.event, gevent.lock, gevent.queue
+from gactors import Actor, ActorSystem, Props
+
+kind, log = sys.argv[1], sys.argv[2]
+event = gevent.event.Event()
+result = gevent.event.AsyncResult()
+lock = gevent.lock.Semaphore()
+queue = gevent.queue.Queue()
+
+def record(what):
+    with open(log, "a") as out:
+        out.write(json.dumps([os.getpid(), what]) + "\n")
+
+class Waiting(Actor):
+    # Waits inside the message on a gevent primitive that is released after the fork
+    # (in the parent and in the child alike, by code that goes on running there).
+    def receive(self, message):
+        record("start " + message)
+        if kind == "event":
+            event.wait()
+        elif kind == "result":
+            result.get()
+        elif kind == "join":
+            gevent.spawn(gevent.sleep, 0.3).join()
+        elif kind == "lock":
+            with lock:
+                pass
+        elif kind == "queue":
+            queue.get()
+        record("end " + message)
+
+def release():
+    event.set()
+    result.set(1)
+    if kind == "lock":
+        lock.release()
+    queue.put(1)
+    queue.put(2)
+
+if kind == "lock":
+    lock.acquire()
+system = ActorSystem("app")
+ref = system.actor_of(Props(Waiting), "waiting")
+ref.tell("job0")
+ref.tell("job1")
+gevent.sleep(0.1)  # job0 waits
+pid = gevent.fork()
+gevent.spawn_later(0.2, release)
+if pid == 0:
+    try:
+        gevent.sleep(1.0)
+    finally:
+        os._exit(0)
+os.waitpid(pid, 0)
+gevent.sleep(0.5)
+system.terminate()
+print(json.dumps({"terminated": system.await_termination(5), "parent": os.getpid()}))
+"""
+
+
+@pytest.mark.parametrize("kind", ["event", "result", "join", "lock", "queue"])
+def test_a_worker_waiting_on_a_gevent_primitive_stays_frozen_in_the_child(
+    tmp_path: Path, kind: str
+) -> None:
+    # gevent wakes these waits through a switch method bound before the fork: the
+    # child's own code releasing them must not resume the parent's message.
+    script = tmp_path / "waits.py"
+    script.write_text(WAITS_SCRIPT)
+    log = tmp_path / "log.jsonl"
+    proc = subprocess.run(
+        [sys.executable, str(script), kind, str(log)], capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode == 0, (proc.stdout, proc.stderr)
+    summary = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert summary["terminated"], proc.stderr
+    events = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [what for pid, what in events if pid != summary["parent"]] == [], proc.stderr
+    assert [what for pid, what in events if pid == summary["parent"]] == [
+        "start job0",
+        "end job0",
+        "start job1",
+        "end job1",
+    ]
