@@ -26,12 +26,15 @@ logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(levelnam
 
 class Busy(Actor):
     def receive(self, message):
-        print("BUSY", flush=True)
+        self.sender.tell("busy")
         gevent.sleep(1000)  # e.g. a request to a server that never answers
 
 try:
     with ActorSystem("interrupted", {"shutdown_timeout": 60}) as system:
-        system.actor_of(Props(Busy), "busy").tell("work")
+        busy = system.actor_of(Props(Busy), "busy")
+        assert busy.ask("work", timeout=10) == "busy"
+        gevent.sleep(0.2)  # the actor is parked in its sleep: the process is idle
+        print("BUSY", flush=True)
         gevent.sleep(1000)
 except KeyboardInterrupt:
     print("INTERRUPTED", flush=True)
@@ -47,6 +50,9 @@ def test_a_second_interrupt_abandons_the_wait_for_a_busy_actor(tmp_path: Path) -
     try:
         assert proc.stdout is not None
         assert proc.stdout.readline().strip() == "BUSY"
+        # Sent while every greenlet waits (a signal landing in the actor's own code
+        # would be a fatal failure of that actor instead, another story).
+        time.sleep(0.3)
         proc.send_signal(signal.SIGINT)
         time.sleep(1.0)
         # The first interrupt waits for the busy actor (up to shutdown_timeout).
