@@ -202,32 +202,47 @@ class ActorCell(Children, DeathWatch, FaultHandling, ReceiveTimeout):
         sysq = self.sysq
         stash = self.sys_stash
         self.current_envelope = None  # lifecycle hooks run here: no current message
-        while sysq:
-            msg = sysq.pop(0)  # a short list: cheaper to keep per cell than a deque
-            if self.dead:
-                self.system_dead_letter(msg)
-                continue
-            state = self._state()
-            if (state == _SUSPENDED and msg.stash_when_failed) or (
-                state == _WAITING and msg.stash_when_waiting
-            ):
-                if stash is _NO_STASH:
-                    stash = self.sys_stash = []
-                stash.append(msg)
-                continue
-            self.current_sys = msg
-            try:
-                _SYSTEM_HANDLERS[type(msg)](self, msg)
-            except FATAL:
-                raise
-            except BaseException as exc:
-                self.handle_invoke_failure(exc)
-            finally:
-                self.current_sys = None
-            if stash and self._state() < state:
-                # Walking up the state chain: what waited may be processed now, first.
-                sysq[0:0] = stash
-                stash.clear()
+        # Read by index, not with pop(0): the queue is usually one message, but a parent
+        # of 100,000 stopping children gets 100,000 notifications, and pop(0) would make
+        # that quadratic. Handled messages are cut off now and then (memory stays flat).
+        i = 0
+        try:
+            while i < len(sysq):
+                if i >= 1024:
+                    del sysq[:i]
+                    i = 0
+                    self.dispatcher.pause()
+                msg = sysq[i]
+                i += 1
+                if self.dead:
+                    self.system_dead_letter(msg)
+                    continue
+                state = self._state()
+                if (state == _SUSPENDED and msg.stash_when_failed) or (
+                    state == _WAITING and msg.stash_when_waiting
+                ):
+                    if stash is _NO_STASH:
+                        stash = self.sys_stash = []
+                    stash.append(msg)
+                    continue
+                self.current_sys = msg
+                try:
+                    _SYSTEM_HANDLERS[type(msg)](self, msg)
+                except FATAL:
+                    raise
+                except BaseException as exc:
+                    self.handle_invoke_failure(exc)
+                finally:
+                    self.current_sys = None
+                if stash and self._state() < state:
+                    # Walking up the state chain: what waited may be processed now, first.
+                    sysq[i:i] = stash
+                    stash.clear()
+        finally:
+            # What was handled goes, also when a fatal exception escapes (the cell is
+            # then requeued with the rest).
+            if i:
+                del sysq[:i]
         self.sysq = _NO_SYSQ  # drained (and a handler's own sends went into the list)
         if self.dead and stash:
             for msg in stash:
@@ -258,6 +273,28 @@ class ActorCell(Children, DeathWatch, FaultHandling, ReceiveTimeout):
         ):
             # Watching an actor that is already dead: Terminated at once, unconfirmed.
             message.watcher._send_system(sm.DeathWatchNotification(self.ref, False, False))
+
+    def after_fork(self) -> None:
+        """In the child of ``os.fork()``: drop what the parent had queued for this actor
+        (a copied worker may hold the very mailbox, so it is emptied in place) and the
+        hub timers that would tell it something."""
+        self.open = False
+        mailbox = self.mailbox
+        if mailbox:
+            mailbox.clear()
+        if self.sysq:
+            self.sysq.clear()
+        if self.sys_stash:
+            self.sys_stash.clear()
+        self.scheduled = False
+        timer = self.rt_timer
+        self.rt_timer = None
+        self.rt_seconds = None
+        if timer is not None:
+            try:
+                timer.close()
+            except Exception:  # pragma: no cover - depends on the loop's state after fork
+                pass
 
     # -- slow paths of tell ---------------------------------------------------------------------
     def enqueue_closed(self, message: Any, sender: ActorRef | None) -> None:
@@ -384,6 +421,9 @@ class ActorCell(Children, DeathWatch, FaultHandling, ReceiveTimeout):
             return "dead"
         if self.is_terminating:
             return "terminating"
+        if type(self.current_sys) is sm.Terminate:
+            # Stopping, without children to wait for: in post_stop (or stuck in it).
+            return "stopping"
         if isinstance(self.termination_reason, Recreation):
             return "restarting"
         if self.failed is not None:
@@ -395,7 +435,7 @@ class ActorCell(Children, DeathWatch, FaultHandling, ReceiveTimeout):
         return "running"
 
     def stop_self(self) -> None:
-        self.send_system(sm.Terminate())
+        self.send_system(sm.TERMINATE)
 
     def __repr__(self) -> str:
         return f"<ActorCell {self.path}#{self.uid} {self.state_name}>"

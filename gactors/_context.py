@@ -32,8 +32,17 @@ class ActorContext:
 
     def stop(self, ref: ActorRef) -> None:
         """Stop ``ref`` (a child or this actor): its current message finishes, the rest
-        of its mailbox goes to dead letters."""
-        self._cell.stop_ref(ref)
+        of its mailbox goes to dead letters.
+
+        Raises :class:`ValueError` for a ref of another actor system and for the
+        guardians (``/user``, ``/system``): ``system.terminate()`` ends a system.
+        """
+        cell = self._cell
+        # An actor may always stop itself and its children: that is how the guardians
+        # stop (the root stops /user and /system when they fail).
+        if ref is not cell.ref and cell.child_cell_of(ref) is None:
+            cell.system._check_stoppable(ref)
+        cell.stop_ref(ref)
 
     @property
     def children(self) -> tuple[ActorRef, ...]:

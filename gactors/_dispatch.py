@@ -23,12 +23,12 @@ Design (why it is shaped like this):
 
 from __future__ import annotations
 
+import gc
 from collections import deque
 from collections.abc import Callable, Mapping
 from time import perf_counter
 from typing import TYPE_CHECKING, Any
 
-import gevent
 from greenlet import greenlet
 
 from gactors._messages import NotInfluenceReceiveTimeout
@@ -61,6 +61,57 @@ class Worker(greenlet):  # type: ignore[misc]
 
     cell: ActorCell | None
     dispatcher: Dispatcher
+
+
+class _ForkedWorker(Worker):
+    """A worker copied into the child of ``os.fork()``: it must never run again.
+
+    The copy may be parked anywhere inside an actor's code (a socket wait, a sleep, an
+    ask) with a hub watcher that will wake it in the child. Unwinding it (throwing
+    ``GreenletExit``) would run the actor's ``finally`` and ``with`` blocks in the
+    child, which are side effects of the parent's work too; so instead the hub's
+    attempts to wake it (``switch``/``throw``, looked up on the object by gevent's
+    waiters, timeouts and the dispatcher) do nothing, and the frozen greenlet is kept
+    referenced for the life of the process so that it is never collected (collecting
+    a suspended greenlet throws ``GreenletExit`` into it).
+    """
+
+    __slots__ = ()
+
+    def switch(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+    def throw(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
+_FROZEN: list[Worker] = []
+"""Every worker frozen by :meth:`Dispatcher.after_fork` in this process (see above)."""
+
+
+def _unlink_bound_switches(frozen: list[Worker]) -> None:
+    """Remove the frozen workers from the waits of gevent's linkables.
+
+    ``Event``, ``AsyncResult``, the locks and ``Greenlet.join`` wake a waiting greenlet
+    through its ``switch`` method bound before the fork: a C method that the frozen
+    class cannot override, so code running on in the child (a greenlet the actor had
+    spawned, an event set by the child) would resume the worker there. Finding those
+    links means a walk over the heap, done only when a worker was copied mid-message.
+    """
+    try:
+        from gevent import Greenlet
+        from gevent._abstract_linkable import AbstractLinkable
+    except ImportError:  # pragma: no cover - gevent moved its internals
+        return
+    switches = [greenlet.switch.__get__(w) for w in frozen]
+    kinds = (AbstractLinkable, Greenlet)
+    for obj in gc.get_objects():
+        if isinstance(obj, kinds):
+            for switch in switches:
+                try:
+                    obj.unlink(switch)
+                except Exception:  # pragma: no cover - a linkable in a broken state
+                    pass
 
 
 class Dispatcher:
@@ -167,6 +218,38 @@ class Dispatcher:
         if w is not None:
             self.parked = None
             w.switch(False)
+
+    def pause(self) -> None:
+        """Inside a worker running a long loop over system messages or children (a
+        parent stopping or burying a huge number of children, about a thousand steps
+        between two calls): let the hub and the other actors run for a moment, as
+        the worker loop does between batches."""
+        w = greenlet.getcurrent()
+        if type(w) is Worker and w.dispatcher is self:
+            self._yield_to_hub()
+
+    def after_fork(self) -> None:
+        """In the child of ``os.fork()``: nothing this dispatcher had queued or was
+        running may run here (SPEC section 13). Every worker except the one that forked
+        (it goes on with the child's own code) is frozen where it stands."""
+        self.ready.clear()
+        self.parked = None
+        # The watchdog may still be pending: armed, it adds no worker (nothing is ready).
+        self.armed = True
+        try:
+            self._linger.stop()
+        except Exception:  # pragma: no cover - depends on the loop's state after fork
+            pass
+        current = greenlet.getcurrent()
+        frozen = []
+        for w in list(self.workers):
+            if w is not current and not w.dead:
+                w.__class__ = _ForkedWorker
+                frozen.append(w)
+                self.workers.discard(w)
+        if frozen:
+            _FROZEN.extend(frozen)
+            _unlink_bound_switches(frozen)
 
     @property
     def queued(self) -> int:
@@ -294,10 +377,17 @@ class Dispatcher:
 
     def _yield_to_hub(self) -> None:
         # Let other greenlets (web requests, I/O callbacks) have the hub for a moment.
+        # Through a zero-length timer, not sleep(0): gevent runs up to 50 callbacks
+        # (sleep(0) is one) before it looks at the clock, polls I/O and fires timers,
+        # so a worker yielding every YIELD_INTERVAL with sleep(0) kept them waiting
+        # for half a second at a time (seen while stopping 200,000 actors).
         self._yielding += 1
+        hub = self._hub
+        timer = hub.loop.timer(0.0)
         try:
-            gevent.sleep(0)
+            hub.wait(timer)
         finally:
+            timer.close()
             self._yielding -= 1
         if self.ready and not self.armed:
             # A watchdog that fired while we yielded did not add a worker; if we now

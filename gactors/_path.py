@@ -28,6 +28,10 @@ def validate_name(name: object) -> str:
         raise InvalidActorNameException("actor name must not be empty")
     if "/" in name:
         raise InvalidActorNameException(f"actor name {name!r} must not contain '/'")
+    if name in (".", ".."):
+        raise InvalidActorNameException(
+            f"actor name {name!r} is not allowed: it would read as a relative path element"
+        )
     if name.startswith("$"):
         raise InvalidActorNameException(
             f"actor name {name!r} must not start with '$' (reserved for generated names)"
@@ -133,5 +137,7 @@ class ActorPath:
             tail = text[1:]
         else:
             raise ValueError(f"an actor path must start with 'gactors://' or '/': {text!r}")
-        elements = tuple(e for e in tail.split("/") if e)
+        # Empty elements ("/user//a", "/user/a/") are kept, not skipped: no actor is
+        # called "", so such a path names no actor rather than quietly another one.
+        elements = tuple(tail.split("/")) if tail else ()
         return cls(system, elements)

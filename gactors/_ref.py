@@ -132,7 +132,9 @@ class ActorRef:
         return self._uid == other._uid and self.path == other.path
 
     def __hash__(self) -> int:
-        return hash(self.path) ^ self._uid
+        # Equal refs have equal uids: hashing the uid alone is consistent with __eq__
+        # and does not make the (lazily built) path of every ref put in a dict.
+        return hash(self._uid)
 
     def __lt__(self, other: ActorRef) -> bool:
         return (str(self.path), self._uid) < (str(other.path), other._uid)
@@ -159,8 +161,7 @@ class LocalActorRef(ActorRef):
         p = self._path
         if p is None:
             # Most actors' paths are never looked at; one object less per actor.
-            cell = self._cell
-            p = self._path = cell.parent_cell.path.child(cell.name)
+            p = self._path = _build_path(self._cell)
         return p
 
     def tell(self, message: Any, sender: ActorRef | _Implicit | None = IMPLICIT) -> None:
@@ -196,6 +197,23 @@ class LocalActorRef(ActorRef):
 
     def _send_system(self, message: SystemMessage) -> None:
         self._cell.send_system(message)
+
+
+def _build_path(cell: ActorCell) -> ActorPath:
+    """The path of ``cell``, made along with its ancestors' that were not made yet.
+
+    A loop, not a recursion through the parents' ``path``: a tree thousands of levels
+    deep must not hit the interpreter's recursion limit.
+    """
+    pending = [cell]
+    up = cell.parent_cell
+    while up.ref._path is None:
+        pending.append(up)
+        up = up.parent_cell
+    path: ActorPath = up.ref._path
+    for c in reversed(pending):
+        path = c.ref._path = path.child(c.name)
+    return path
 
 
 class DeadLettersRef(ActorRef):

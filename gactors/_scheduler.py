@@ -277,6 +277,15 @@ class Scheduler:
             self._system._run_in_hub_async(task._start, first)
         return task
 
+    def _after_fork(self) -> None:
+        """In the child of ``os.fork()``: the parent's tasks must never fire here (their
+        hub timers were copied with the loop). Closed without running anything."""
+        self._closed = True
+        for task in list(self._tasks):
+            task._state = 1
+            task._close()
+        self._tasks.clear()
+
     def _close(self) -> None:
         """The system terminated: cancel every outstanding task (hub thread)."""
         self._closed = True

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
+from gactors._messages import Terminated
 from gactors.exceptions import IllegalStateError, StashOverflowException
 
 if TYPE_CHECKING:
@@ -52,6 +53,12 @@ class StashStore:
 
     def _prepend(self, envelopes: list[Envelope]) -> None:
         cell = self._cell
+        for message, _ in envelopes:
+            if type(message) is Terminated:
+                # Delivering it took it off the watch bookkeeping; back in the mailbox
+                # it is queued again (as Akka's Stash does), or it would be dropped as
+                # stale when it comes round.
+                cell.terminated_queued_for(message.actor)
         cell.ensure_mailbox().extendleft(reversed(envelopes))
         if not cell.scheduled and not cell.dead and cell.has_work():
             cell.dispatcher.schedule(cell)

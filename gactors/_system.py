@@ -171,7 +171,7 @@ class _TheOneWhoWalksTheBubbles(ActorRef):
                 f"{safe_str(message.cause)}",
                 message.cause,
             )
-            message.child._send_system(sm.Terminate())
+            message.child._send_system(sm.TERMINATE)
         elif type(message) is sm.DeathWatchNotification:
             system._root_terminated()
 
@@ -257,14 +257,17 @@ class ActorSystem:
 
     @_in_hub_thread
     def stop(self, ref: ActorRef) -> None:
-        """Stop ``ref`` (its current message finishes; the rest goes to dead letters)."""
-        if not isinstance(ref, ActorRef):
-            raise TypeError(f"stop() needs an ActorRef, not {type(ref).__name__}")
+        """Stop ``ref`` (its current message finishes; the rest goes to dead letters).
+
+        Raises :class:`ValueError` for a ref of another actor system and for the
+        guardians (``/``, ``/user``, ``/system``): :meth:`terminate` ends a system.
+        """
+        self._check_stoppable(ref)
         cell = getattr(ref, "_cell", None)
         if cell is not None and cell.parent_cell is self._user_cell:
             self._user_cell.stop_ref(ref)
         else:
-            ref._send_system(sm.Terminate())
+            ref._send_system(sm.TERMINATE)
 
     @_in_hub_thread
     def terminate(self) -> Future[None]:
@@ -334,17 +337,17 @@ class ActorSystem:
     def tree(self) -> str:
         """The live hierarchy: path, state, mailbox depth and restart count per actor."""
         lines: list[str] = []
-
-        def walk(cell: ActorCell, depth: int) -> None:
-            label = "/" if depth == 0 else cell.path.name
+        # Depth first with an explicit stack (children pushed in reverse to keep their
+        # order): a tree deeper than the recursion limit must still print.
+        stack: list[tuple[ActorCell, int]] = [(self._root, 0)]
+        while stack:
+            cell, depth = stack.pop()
+            label = "/" if depth == 0 else cell.name
             lines.append(
                 f"{'  ' * depth}{label}  [{cell.state_name}] mailbox={len(cell.mailbox)} "
                 f"restarts={cell.restarts}"
             )
-            for child in list(cell.child_cells.values()):
-                walk(child, depth + 1)
-
-        walk(self._root, 0)
+            stack.extend((child, depth + 1) for child in reversed(cell.child_cells.values()))
         return "\n".join(lines)
 
     def __enter__(self) -> ActorSystem:
@@ -353,7 +356,25 @@ class ActorSystem:
     def __exit__(self, *exc_info: Any) -> None:
         self.terminate()
         timeout = self.settings.shutdown_timeout
-        if not self.await_termination(timeout):
+        exc_type = exc_info[0]
+        if isinstance(exc_type, type) and issubclass(exc_type, KeyboardInterrupt):
+            _log.warning(
+                "interrupted: waiting up to %s s (setting shutdown_timeout) for the actors "
+                "of %r to stop; interrupt again to stop waiting",
+                timeout,
+                self.name,
+            )
+        try:
+            terminated = self.await_termination(timeout)
+        except KeyboardInterrupt:
+            # The way out of a shutdown stuck on a busy actor: say what is left behind.
+            _log.warning(
+                "interrupted: no longer waiting for actor system %r to terminate; still alive:\n%s",
+                self.name,
+                self.tree(),
+            )
+            raise
+        if not terminated:
             _log.error(
                 "actor system %r did not terminate within %s s; still alive:\n%s",
                 self.name,
@@ -372,6 +393,23 @@ class ActorSystem:
                 f"actor system {self.name!r} is terminated or terminating: cannot {what}"
             )
 
+    def _check_stoppable(self, ref: object) -> None:
+        """Refuse what the public ``stop`` must not stop (guardians stop themselves
+        through their cells during ``terminate``, not through this check)."""
+        if not isinstance(ref, ActorRef):
+            raise TypeError(f"stop() needs an ActorRef, not {type(ref).__name__}")
+        if ref._system is not self:
+            raise ValueError(
+                f"cannot stop {ref.path}: it belongs to actor system {ref._system.name!r}, "
+                f"not {self.name!r} (stop it through its own system)"
+            )
+        cell = getattr(ref, "_cell", None)
+        if cell is not None and cell in (self._root, self._user_cell, self._system_cell):
+            raise ValueError(
+                f"cannot stop the guardian {ref.path}: use terminate() to end actor "
+                f"system {self.name!r}"
+            )
+
     def _fork_error(self) -> IllegalStateError:
         return IllegalStateError(
             f"actor system {self.name!r} was created before os.fork() (in process {self._pid}) "
@@ -382,13 +420,18 @@ class ActorSystem:
     def _mark_forked(self) -> None:
         """In the child of ``os.fork()``: make every use of this system raise."""
         self._forked = True
-        # Nothing of the parent's runs in the child: workers find no work, and closing
-        # every mailbox sends tell() to the slow path, which raises.
-        self._dispatcher.ready.clear()
+        # Nothing of the parent's runs in the child (SPEC section 13): the workers copied
+        # mid-message or parked are frozen, the timers and the parent's queued messages
+        # are dropped, and closing every mailbox sends tell() to the slow path, which
+        # raises. Without this the child's hub would wake the copied workers and
+        # process the parent's messages a second time.
+        self._calls.clear()
+        self._dispatcher.after_fork()
+        self.scheduler._after_fork()
         cells = [self._root]
         while cells:
             cell = cells.pop()
-            cell.open = False
+            cell.after_fork()
             cells.extend(cell.child_cells.values())
         try:
             self._async.ref = False  # the parent's system must not keep the child's hub alive

@@ -218,3 +218,203 @@ def test_fork_under_patch_all_in_a_fresh_interpreter(tmp_path: Path) -> None:
     assert "CHILD fresh works" in out, (out, proc.stderr)
     assert "PARENT child exit 0 still" in out, (out, proc.stderr)
     assert "PARENT terminated True" in out, (out, proc.stderr)
+
+
+IN_FLIGHT_SCRIPT = r"""
+from gevent import monkey
+monkey.patch_all()
+import json, multiprocessing, os, socket, sys
+import gevent
+from gevent.server import StreamServer
+from gactors import Actor, ActorSystem, Props
+
+method, log = sys.argv[1], sys.argv[2]
+
+def slow_echo(sock, addr):
+    sock.recv(16)
+    gevent.sleep(0.2)
+    sock.sendall(b"ok")
+
+server = StreamServer(("127.0.0.1", 0), slow_echo)
+server.start()
+
+def record(what):
+    with open(log, "a") as out:
+        out.write(json.dumps([os.getpid(), what]) + "\n")
+
+class Jobber(Actor):
+    # Each job is a side effect in two halves around monkey-patched I/O (a socket
+    # round trip and a sleep), like a web call followed by a database write.
+    def receive(self, message):
+        record("start " + message)
+        try:
+            with socket.create_connection(server.address) as s:
+                s.sendall(b"x")
+                s.recv(16)
+            gevent.sleep(0.1)
+        finally:
+            record("end " + message)
+
+def child_main():
+    gevent.sleep(1.5)  # the child's hub runs whatever it inherited
+
+system = ActorSystem("app")
+ref = system.actor_of(Props(Jobber), "jobber")
+for i in range(3):
+    ref.tell("job%d" % i)
+gevent.sleep(0.05)  # job0 is in progress, job1 and job2 are queued
+if method == "mp":
+    proc = multiprocessing.get_context("fork").Process(target=child_main)
+    proc.start()
+    proc.join(30)
+    code = proc.exitcode
+else:
+    pid = gevent.fork() if method == "gevent" else os.fork()
+    if pid == 0:
+        try:
+            child_main()
+        finally:
+            os._exit(0)
+    code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+gevent.sleep(0.8)  # the parent finishes its own jobs
+system.terminate()
+ok = system.await_termination(5)
+print(json.dumps({"exit": code, "terminated": ok, "parent": os.getpid()}))
+"""
+
+
+@pytest.mark.parametrize("method", ["os", "gevent", "mp"])
+def test_work_in_flight_at_the_fork_never_runs_in_the_child(tmp_path: Path, method: str) -> None:
+    # SPEC 13: nothing the parent had queued or was running may run in the child. The
+    # worker copied mid-message (parked in a socket wait) and the queued jobs used to
+    # run again in the child once its hub ran: duplicate side effects.
+    script = tmp_path / "in_flight.py"
+    script.write_text(IN_FLIGHT_SCRIPT)
+    log = tmp_path / "log.jsonl"
+    proc = subprocess.run(
+        [sys.executable, str(script), method, str(log)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, (proc.stdout, proc.stderr)
+    summary = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert summary["exit"] == 0 and summary["terminated"], (summary, proc.stderr)
+    events = [json.loads(line) for line in log.read_text().splitlines()]
+    in_parent = [what for pid, what in events if pid == summary["parent"]]
+    in_child = [what for pid, what in events if pid != summary["parent"]]
+    assert in_child == [], (in_child, proc.stderr)
+    assert in_parent == [f"{half} job{i}" for i in range(3) for half in ("start", "end")]
+
+
+def test_scheduled_tasks_and_receive_timeouts_do_not_fire_in_the_child(
+    system: ActorSystem,
+) -> None:
+    class Idle(Actor):
+        def pre_start(self) -> None:
+            self.context.set_receive_timeout(0.1)
+
+        def receive(self, message: Any) -> None:
+            RAN.append((os.getpid(), f"idle got {type(message).__name__}"))
+
+    system.actor_of(Props(Idle), "idle")
+    system.scheduler.schedule_once(0.1, lambda: RAN.append((os.getpid(), "scheduled")))
+
+    def child() -> list[Any]:
+        gevent.reinit()
+        gevent.sleep(0.4)
+        return [what for pid, what in RAN if pid == os.getpid()]
+
+    assert in_child(child) == []
+    gevent.sleep(0.3)
+    mine = [what for pid, what in RAN if pid == os.getpid()]
+    assert "scheduled" in mine and "idle got _ReceiveTimeout" in mine
+
+
+WAITS_SCRIPT = r"""
+from gevent import monkey
+monkey.patch_all()
+import json, os, sys
+import gevent, gevent.event, gevent.lock, gevent.queue
+from gactors import Actor, ActorSystem, Props
+
+kind, log = sys.argv[1], sys.argv[2]
+event = gevent.event.Event()
+result = gevent.event.AsyncResult()
+lock = gevent.lock.Semaphore()
+queue = gevent.queue.Queue()
+
+def record(what):
+    with open(log, "a") as out:
+        out.write(json.dumps([os.getpid(), what]) + "\n")
+
+class Waiting(Actor):
+    # Waits inside the message on a gevent primitive that is released after the fork
+    # (in the parent and in the child alike, by code that goes on running there).
+    def receive(self, message):
+        record("start " + message)
+        if kind == "event":
+            event.wait()
+        elif kind == "result":
+            result.get()
+        elif kind == "join":
+            gevent.spawn(gevent.sleep, 0.3).join()
+        elif kind == "lock":
+            with lock:
+                pass
+        elif kind == "queue":
+            queue.get()
+        record("end " + message)
+
+def release():
+    event.set()
+    result.set(1)
+    if kind == "lock":
+        lock.release()
+    queue.put(1)
+    queue.put(2)
+
+if kind == "lock":
+    lock.acquire()
+system = ActorSystem("app")
+ref = system.actor_of(Props(Waiting), "waiting")
+ref.tell("job0")
+ref.tell("job1")
+gevent.sleep(0.1)  # job0 waits
+pid = gevent.fork()
+gevent.spawn_later(0.2, release)
+if pid == 0:
+    try:
+        gevent.sleep(1.0)
+    finally:
+        os._exit(0)
+os.waitpid(pid, 0)
+gevent.sleep(0.5)
+system.terminate()
+print(json.dumps({"terminated": system.await_termination(5), "parent": os.getpid()}))
+"""
+
+
+@pytest.mark.parametrize("kind", ["event", "result", "join", "lock", "queue"])
+def test_a_worker_waiting_on_a_gevent_primitive_stays_frozen_in_the_child(
+    tmp_path: Path, kind: str
+) -> None:
+    # gevent wakes these waits through a switch method bound before the fork: the
+    # child's own code releasing them must not resume the parent's message.
+    script = tmp_path / "waits.py"
+    script.write_text(WAITS_SCRIPT)
+    log = tmp_path / "log.jsonl"
+    proc = subprocess.run(
+        [sys.executable, str(script), kind, str(log)], capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode == 0, (proc.stdout, proc.stderr)
+    summary = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert summary["terminated"], proc.stderr
+    events = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [what for pid, what in events if pid != summary["parent"]] == [], proc.stderr
+    assert [what for pid, what in events if pid == summary["parent"]] == [
+        "start job0",
+        "end job0",
+        "start job1",
+        "end job1",
+    ]

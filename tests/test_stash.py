@@ -10,11 +10,13 @@ from gactors import (
     Actor,
     ActorSystem,
     DeadLetter,
+    Identify,
     IllegalStateError,
     PoisonPill,
     Props,
     Stash,
     StashOverflowException,
+    Terminated,
 )
 from gactors.testkit import TestProbe, event_filter
 
@@ -242,3 +244,35 @@ def test_stash_with_become(actor_system: ActorSystem, probe: TestProbe) -> None:
     for m in ["q1", "q2", "connected", "q3", "disconnected", "q4", "connected"]:
         c.tell(m)
     assert probe.receive_n(4) == ["q1", "q2", "q3", "q4"]
+
+
+def test_unstashed_terminated_is_delivered_again(
+    actor_system: ActorSystem, probe: TestProbe
+) -> None:
+    # As in Akka: a Terminated put back by unstash is queued again, not dropped as stale.
+    class Watcher(Stash, Actor):
+        def __init__(self, target: Any) -> None:
+            self.target = target
+            self.ready = False
+
+        def pre_start(self) -> None:
+            self.context.watch(self.target)
+
+        def receive(self, message: Any) -> None:
+            if message == "ready":
+                self.ready = True
+                self.unstash_all()
+            elif not self.ready:
+                self.stash()
+                probe.ref.tell(("stashed", type(message).__name__))
+            elif isinstance(message, Terminated):
+                probe.ref.tell(("terminated", message.actor == self.target))
+
+    victim = actor_system.actor_of(Props(Gate, probe.ref), "victim")
+    watcher = actor_system.actor_of(Props(Watcher, victim))
+    assert watcher.ask(Identify(1), timeout=5).ref == watcher  # the watch is in place
+    actor_system.stop(victim)
+    probe.expect_msg(("stashed", "Terminated"))
+    watcher.tell("ready")
+    probe.expect_msg(("terminated", True))
+    probe.expect_no_message(0.1)

@@ -456,6 +456,86 @@ def test_plugin_fails_test_whose_system_cannot_terminate(pytester: pytest.Pytest
     result.stdout.fnmatch_lines(
         [
             "*actor system 'test_hangs' did not terminate within 0.3 s*actors still alive:*",
-            "*stubborn*mailbox=*",
+            # The real state of an actor stuck in post_stop (fnmatch: "?" for "[" and "]").
+            "*stubborn  ?stopping? mailbox=*",
         ]
     )
+
+
+_STRICT_TESTS = """
+import pytest
+from gactors import Actor, Props
+from gactors.testkit import event_filter
+
+class Crashing(Actor):
+    def receive(self, message):
+        if message == "crash":
+            raise ValueError("crashed on purpose")
+        self.sender.tell(message)
+
+def crash_and_wait(system):
+    ref = system.actor_of(Props(Crashing), "crashing")
+    ref.tell("crash")
+    assert ref.ask("after", timeout=5) == "after"  # the failure was handled meanwhile
+
+def test_unexpected_failure(actor_system):
+    crash_and_wait(actor_system)
+
+def test_expected_failure(actor_system):
+    with event_filter(actor_system, ValueError, "crashed on purpose"):
+        crash_and_wait(actor_system)
+
+def test_no_failure(actor_system, probe):
+    probe.send(actor_system.actor_of(Props(Crashing)), "hi")
+    probe.expect_msg("hi")
+
+@pytest.mark.gactors_strict(False)
+def test_opted_out(actor_system):
+    crash_and_wait(actor_system)
+
+def test_failing_post_stop(actor_system):
+    class BadStop(Actor):
+        def receive(self, message):
+            self.sender.tell(message)
+        def post_stop(self):
+            raise RuntimeError("post_stop broke")
+    assert actor_system.actor_of(Props(BadStop), "badstop").ask("x", timeout=5) == "x"
+"""
+
+
+def test_plugin_strict_mode_by_ini_option(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest(_CONFTEST)
+    pytester.makeini("[pytest]\ngactors_strict = true\n")
+    pytester.makepyfile(_STRICT_TESTS)
+    result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "-p", "no:randomly")
+    result.assert_outcomes(passed=4, failed=1, errors=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*test_unexpected_failure*",
+            "*gactors strict mode: 1 unexpected actor error(s) during the test*",
+            "*crashing*(ValueError: crashed on purpose)*",
+        ]
+    )
+    result.stdout.fnmatch_lines(
+        [
+            "*ERROR at teardown of test_failing_post_stop*",
+            "*unexpected actor error(s) while the system terminated*",
+            "*badstop: post_stop failed*RuntimeError: post_stop broke*",
+        ]
+    )
+
+
+def test_plugin_strict_mode_by_marker_and_off_by_default(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest(_CONFTEST)
+    pytester.makepyfile(
+        _STRICT_TESTS
+        + """
+@pytest.mark.gactors_strict
+def test_marked(actor_system):
+    crash_and_wait(actor_system)
+"""
+    )
+    result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "-p", "no:randomly")
+    # Without the option only the marked test is strict.
+    result.assert_outcomes(passed=5, failed=1)
+    result.stdout.fnmatch_lines(["*FAILED*test_marked*"])

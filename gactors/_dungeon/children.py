@@ -100,9 +100,11 @@ class Children(CellState):
 
     def child_cell_of(self, ref: ActorRef) -> ActorCell | None:
         """The cell of ``ref`` if it is a child of this cell (and not an older namesake)."""
-        c = self.child_cells.get(ref.path.name)
-        if c is not None and c.uid == ref._uid and c.path == ref.path:
-            return c
+        # By the ref's own cell, not by its path: stopping or supervising many children
+        # must not build a path object for each of them.
+        cell = getattr(ref, "_cell", None)
+        if cell is not None and self.child_cells.get(cell.name) is cell:
+            return cell
         return None
 
     def stats_for(self, ref: ActorRef) -> ChildRestartStats | None:
@@ -168,7 +170,7 @@ class Children(CellState):
             raise TypeError(f"stop() needs an ActorRef, not {type(ref).__name__}")
         if self.child_cell_of(ref) is not None:
             self.mark_dying(ref)
-        ref._send_system(sm.Terminate())
+        ref._send_system(sm.TERMINATE)
 
     def mark_dying(self, ref: ActorRef) -> None:
         to_die = self.to_die
@@ -180,9 +182,14 @@ class Children(CellState):
                 self.termination_reason = USER_REQUEST
 
     def stop_all_children(self) -> None:
-        for c in list(self.child_cells.values()):
+        pause = self.dispatcher.pause
+        for n, c in enumerate(list(self.child_cells.values()), 1):
             self.mark_dying(c.ref)
-            c.ref._send_system(sm.Terminate())
+            c.ref._send_system(sm.TERMINATE)
+            if not n & 1023:
+                # Hundreds of thousands of children: let the hub (and the children
+                # already told) run meanwhile.
+                pause()
 
     def set_children_termination_reason(self, reason: Any) -> bool:
         """If children are dying, wait for them for ``reason`` and return True."""
@@ -193,8 +200,9 @@ class Children(CellState):
 
     def remove_child_and_get_state_change(self, ref: ActorRef) -> Any:
         """Forget a terminated child; return the finished wait reason, if any."""
-        if self.child_cell_of(ref) is not None:
-            del self.child_cells[ref.path.name]
+        child = self.child_cell_of(ref)
+        if child is not None:
+            del self.child_cells[child.name]
         if ref in self.to_die:
             del self.to_die[ref]
         if not self.to_die and self.termination_reason is not None:

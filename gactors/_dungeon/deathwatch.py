@@ -79,6 +79,12 @@ class DeathWatch(CellState):
         if self.child_cell_of(actor) is not None:
             self.handle_child_terminated(actor)
 
+    def terminated_queued_for(self, actor: ActorRef) -> None:
+        """A ``Terminated`` for ``actor`` is (again) in the mailbox, to be delivered."""
+        if self.terminated_queued is EMPTY:
+            self.terminated_queued = {}
+        self.terminated_queued.setdefault(actor, None)
+
     # -- the auto-received Terminated --------------------------------------------------------------
     def received_terminated(self, t: Terminated) -> None:
         queued = self.terminated_queued

@@ -10,17 +10,26 @@ project that depends on gactors gets the fixtures without any configuration.
   Settings come from the ``actor_system_config`` fixture (override it in a
   ``conftest.py``) updated with the ``@pytest.mark.gactors_config(...)`` marker.
 * ``probe`` — a :class:`~gactors.testkit.TestProbe` of ``actor_system``.
+
+Strict mode (the ``gactors_strict`` ini option, or the ``@pytest.mark.gactors_strict``
+marker for one test; ``gactors_strict(False)`` turns it off for one test): a test
+fails when its ``actor_system`` logged an error (an actor failure, a failing
+``post_stop``, ...) that no :func:`~gactors.testkit.event_filter` expected. Without
+it such a failure is only logged and the test passes.
 """
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
+from gactors._eventstream import LogEvent
 from gactors._system import ActorSystem
+from gactors._text import safe_str
 from gactors.testkit import TestProbe, dilated
 
 __all__ = ["actor_system", "actor_system_config", "probe"]
@@ -28,11 +37,76 @@ __all__ = ["actor_system", "actor_system_config", "probe"]
 _NAME_RE = re.compile(r"[^A-Za-z0-9_-]+")
 
 
+_UNEXPECTED = pytest.StashKey[list[LogEvent]]()
+"""The unexpected error events of a strict test's actor system, on the test item."""
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addini(
+        "gactors_strict",
+        "fail a test whose actor_system logged an error (an actor failure) that no "
+        "event_filter expected",
+        type="bool",
+        default=False,
+    )
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
         "gactors_config(**settings): settings of the actor_system fixture for this test",
     )
+    config.addinivalue_line(
+        "markers",
+        "gactors_strict(enabled=True): fail the test on an actor failure that no "
+        "event_filter expected (overrides the gactors_strict ini option)",
+    )
+
+
+def _strict(item: pytest.Item) -> bool:
+    marker = item.get_closest_marker("gactors_strict")
+    if marker is not None:
+        enabled = marker.args[0] if marker.args else marker.kwargs.get("enabled", True)
+        if not isinstance(enabled, bool):
+            raise pytest.UsageError("gactors_strict takes True or False")
+        return enabled
+    return bool(item.config.getini("gactors_strict"))
+
+
+def _describe(events: list[LogEvent]) -> str:
+    lines = []
+    for e in events:
+        cause = f" ({type(e.cause).__name__}: {safe_str(e.cause)})" if e.cause else ""
+        lines.append(f"  [{e.level_name}] {e.source}: {e.message}{cause}")
+    return "\n".join(lines)
+
+
+def _fail_on_unexpected(item: pytest.Item, when: str) -> None:
+    events = item.stash.get(_UNEXPECTED, None)
+    if events:
+        found = list(events)
+        events.clear()
+        pytest.fail(
+            f"gactors strict mode: {len(found)} unexpected actor error(s) {when} (expect "
+            f"them with gactors.testkit.event_filter):\n{_describe(found)}",
+            pytrace=False,
+        )
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Any:
+    try:
+        result = yield
+    except BaseException:
+        # The test failed on its own: that is the report (the actors' errors were
+        # logged as usual); do not report them again at teardown.
+        events = item.stash.get(_UNEXPECTED, None)
+        if events:
+            events.clear()
+        raise
+    # The test itself passed: a failure its actors logged meanwhile makes it fail.
+    _fail_on_unexpected(item, "during the test")
+    return result
 
 
 def system_name_for(node_name: str) -> str:
@@ -65,6 +139,16 @@ def actor_system(
             config.update(marker.args[0])
         config.update(marker.kwargs)
     system = ActorSystem(system_name_for(request.node.name), config=config)
+    node = request.node
+    if _strict(node):
+        unexpected = node.stash[_UNEXPECTED] = []
+
+        def collect(event: LogEvent) -> None:
+            # Events an event_filter expected never get here: it swallows them.
+            if event.level >= logging.ERROR:
+                unexpected.append(event)
+
+        system.event_stream.subscribe(collect, LogEvent)
     try:
         yield system
     finally:
@@ -76,6 +160,7 @@ def actor_system(
                 f"after the test; actors still alive:\n{system.tree()}",
                 pytrace=False,
             )
+        _fail_on_unexpected(node, "while the system terminated")
 
 
 @pytest.fixture

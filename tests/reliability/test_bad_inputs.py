@@ -612,3 +612,89 @@ def test_poison_pill_is_the_only_stop_message_graceful_stop_needs(
         # A stop message the actor does not stop on: a defined failure, not a hang.
         pattern.graceful_stop(ref, 0.1, stop_message="not a stop").get(WAIT)
     assert pattern.graceful_stop(ref, WAIT, PoisonPill).get(WAIT) is True
+
+
+@pytest.mark.parametrize("name", [".", ".."])
+def test_dot_names_are_refused(system: ActorSystem, name: str) -> None:
+    with pytest.raises(InvalidActorNameException, match="relative path element"):
+        system.actor_of(Props(Echo), name)
+
+    class Parent(Actor):
+        def receive(self, message: Any) -> None:
+            try:
+                self.context.actor_of(Props(Echo), name)
+                self.sender.tell("created")
+            except InvalidActorNameException as e:
+                self.sender.tell(str(e))
+
+    assert "relative path element" in system.actor_of(Props(Parent)).ask("go", timeout=5)
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/user//echo",
+        "/user/echo/",
+        "//user/echo",
+        "/user/./echo",
+        "/user/x/../echo",
+        "gactors://{name}/user//echo",
+        "gactors://{name}/user/echo/",
+    ],
+)
+def test_paths_with_empty_or_dot_elements_name_no_actor(
+    system: ActorSystem, echo: ActorRef, path: str
+) -> None:
+    assert system.lookup("/user/echo") == echo
+    assert system.lookup(path.format(name=system.name)) is None
+
+
+def test_stop_refuses_a_ref_of_another_system(system: ActorSystem, echo: ActorRef) -> None:
+    with ActorSystem("other") as other:
+        foreign = other.actor_of(Props(Echo), "foreign")
+
+        class Stopper(Actor):
+            def receive(self, message: Any) -> None:
+                try:
+                    self.context.stop(message)
+                    self.sender.tell("stopped")
+                except ValueError as e:
+                    self.sender.tell(str(e))
+
+        with pytest.raises(ValueError, match="belongs to actor system 'other'"):
+            system.stop(foreign)
+        stopper = system.actor_of(Props(Stopper))
+        assert "belongs to actor system 'other'" in stopper.ask(foreign, timeout=5)
+        assert foreign.ask("still here", timeout=5) == "still here"
+        with pytest.raises(ValueError, match=f"belongs to actor system '{system.name}'"):
+            other.stop(echo)
+    assert echo.ask("alive", timeout=5) == "alive"
+
+
+def test_stop_refuses_the_guardians(system: ActorSystem, echo: ActorRef) -> None:
+    user = system.lookup("/user")
+    root = system.lookup("/")
+    sysg = system.lookup("/system")
+    assert user is not None and root is not None and sysg is not None
+    for guardian in (user, sysg, root):
+        with pytest.raises(ValueError, match="use terminate"):
+            system.stop(guardian)
+
+    class Stopper(Actor):
+        def receive(self, message: Any) -> None:
+            try:
+                self.context.stop(message)
+                self.sender.tell("stopped")
+            except ValueError as e:
+                self.sender.tell(str(e))
+
+    stopper = system.actor_of(Props(Stopper))
+    for guardian in (user, sysg, root):
+        assert "use terminate()" in stopper.ask(guardian, timeout=5)
+    gevent.sleep(0.05)
+    assert not system.is_terminated
+    assert echo.ask("alive", timeout=5) == "alive"
+    # An actor may still stop itself, and system.stop a top-level actor.
+    system.stop(stopper)
+    system.terminate()
+    assert system.await_termination(10)

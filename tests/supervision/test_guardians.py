@@ -299,3 +299,25 @@ def test_greenlet_exit_is_not_swallowed(actor_system: ActorSystem, probe: Probe)
     top.tell(Fail(GreenletExit()))
     probe.expect_terminated(top)
     assert actor_system.await_termination(5.0)
+
+
+def test_a_fatal_exception_in_a_system_message_is_handled_once(
+    actor_system: ActorSystem, probe: Probe
+) -> None:
+    # The system message whose handler raised a fatal exception is consumed: when the
+    # cell is run again (to stop) it does not run the hook a second time.
+    calls: list[str] = []
+
+    class FatalStart(Actor):
+        def pre_start(self) -> None:
+            calls.append("pre_start")
+            raise SystemExit(4)
+
+        def receive(self, message: Any) -> None:
+            pass
+
+    with pytest.raises(SystemExit):
+        actor_system.actor_of(Props(FatalStart))
+        probe.receive_one(5.0)  # blocked in the hub: gevent re-raises it here
+    assert actor_system.await_termination(5.0)
+    assert calls == ["pre_start"]
