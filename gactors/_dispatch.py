@@ -81,6 +81,7 @@ class Dispatcher:
         "armed",
         "name",
         "parked",
+        "processed",
         "ready",
         "throughput",
         "workers",
@@ -110,6 +111,10 @@ class Dispatcher:
         self._yielding = 0
         self.workers: set[Worker] = set()
         self.parked: Worker | None = None
+        # User messages run so far (dashboard and metrics). Each worker counts in a local
+        # per batch and adds it here only when it gives the hub up (park, yield, end):
+        # the only moments another greenlet of this thread can read it.
+        self.processed = 0
         # One reusable timer; unref'd so a lingering worker never keeps the loop alive.
         self._linger = hub.loop.timer(LINGER)
         self._linger.ref = False
@@ -198,9 +203,12 @@ class Dispatcher:
         # Batches until the next look at the clock (a countdown stays a small int).
         countdown = CLOCK_EVERY
         hub_switch = self._hub.switch
+        done = 0  # messages run since the last flush into self.processed
         try:
             while True:
                 if not ready:
+                    self.processed += done
+                    done = 0
                     # Linger instead of ending at once: a request/response pattern
                     # (an ask, a web request) would otherwise pay for a new greenlet
                     # every time. Idle actors still own no greenlet, and at most one
@@ -216,6 +224,8 @@ class Dispatcher:
                 if countdown == 0:
                     countdown = CLOCK_EVERY
                     if perf_counter() > deadline:
+                        self.processed += done
+                        done = 0
                         self._yield_to_hub()
                         deadline = perf_counter() + YIELD_INTERVAL
                         continue  # the queue may have been emptied meanwhile
@@ -235,8 +245,9 @@ class Dispatcher:
                     mailbox = cell.mailbox
                     influenced = False
                     rt = cell.rt_seconds is not None
-                    left = throughput if mailbox else 0
+                    left = batch = throughput if mailbox else 0
                     while left:
+                        left -= 1  # first, so that `batch - left` counts a break too
                         # The envelope itself is kept for Stash (it stashes the very tuple).
                         message, sender = cell.current_envelope = mailbox.popleft()
                         cell.sender = sender
@@ -269,7 +280,7 @@ class Dispatcher:
                                 break
                         if not mailbox:
                             break  # the common end of a batch
-                        left -= 1
+                    done += batch - left
                     cell.current_envelope = None
                     if influenced and cell.rt_seconds is not None:
                         cell.check_receive_timeout()
@@ -286,6 +297,7 @@ class Dispatcher:
                     self._on_fatal(cell, exc)
                     raise
         finally:
+            self.processed += done
             w.cell = None
             if self.parked is w:
                 self.parked = None
