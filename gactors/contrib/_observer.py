@@ -216,14 +216,14 @@ class SystemObserver:
         t = self._restarted.get(path)
         return t is not None and time.monotonic() - t < RECENT_RESTART
 
-    def totals(self) -> dict[str, Any]:
+    def totals(self, max_age: float = TOTALS_TTL) -> dict[str, Any]:
         """Actors, queued messages, the deepest mailboxes and most restarted actors.
 
-        One bounded walk of the whole tree, reused for :data:`TOTALS_TTL` seconds.
+        One bounded walk of the whole tree, reused for ``max_age`` seconds.
         """
         now = time.monotonic()
         cached = self._totals
-        if cached is not None and now - self._totals_at < TOTALS_TTL:
+        if cached is not None and now - self._totals_at < max_age:
             return cached
         totals: dict[str, Any] = self.in_hub(self._walk_totals)
         self._totals = totals
@@ -279,9 +279,7 @@ class SystemObserver:
             "max_mailbox": max_depth,
             "restarts": restarts,
             "truncated": truncated,
-            "deepest_mailboxes": [
-                {"path": p, "mailbox": d} for d, p in sorted(deep, reverse=True)
-            ],
+            "deepest_mailboxes": [{"path": p, "mailbox": d} for d, p in sorted(deep, reverse=True)],
             "most_restarts": [
                 {"path": p, "restarts": r} for r, p in sorted(restarted, reverse=True)
             ],
@@ -329,7 +327,7 @@ class SystemObserver:
             parent, current, cell = current, _child_path(current, name), child
         info = _cell_info(cell, current, parent)
         info["recent_restart"] = self.recently_restarted(current)
-        kids = []
+        kids: list[dict[str, Any]] = []
         for name, child in cell.child_cells.items():
             if len(kids) == limit:
                 break

@@ -35,6 +35,7 @@ import hashlib
 import hmac
 import json
 import logging
+import re
 import time
 from collections.abc import Callable, Iterable
 from importlib import resources
@@ -73,7 +74,7 @@ _page_cache: tuple[bytes, str] | None = None
 
 
 def _static_text(name: str) -> str:
-    return resources.files("gactors.contrib").joinpath(_STATIC, name).read_text("utf-8")
+    return resources.files("gactors.contrib").joinpath(_STATIC).joinpath(name).read_text("utf-8")
 
 
 def _csp_hash(text: str) -> str:
@@ -317,12 +318,19 @@ def _limit(query: dict[str, list[str]]) -> int:
     return n
 
 
-def serve(
-    app: DashboardApp, host: str = "127.0.0.1", port: int = 8020
-) -> Any:  # pragma: no cover - exercised by the CLI test in a subprocess
+class _AccessLog:
+    """pywsgi's access log, into logging, with ``token=...`` blanked out of the lines."""
+
+    _TOKEN = re.compile(r"([?&]token=)[^&\s\"]*")
+
+    def write(self, line: str) -> None:
+        _log.info("%s", self._TOKEN.sub(r"\1***", line.rstrip("\n")))
+
+
+def serve(app: DashboardApp, host: str = "127.0.0.1", port: int = 8020) -> Any:
     """Serve ``app`` with gevent's WSGI server on ``host:port`` (returns the started server)."""
     from gevent.pywsgi import WSGIServer
 
-    server = WSGIServer((host, port), app, log=_log, error_log=_log)
+    server = WSGIServer((host, port), app, log=_AccessLog(), error_log=_log)
     server.start()
     return server
