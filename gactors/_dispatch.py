@@ -111,9 +111,10 @@ class Dispatcher:
         self._yielding = 0
         self.workers: set[Worker] = set()
         self.parked: Worker | None = None
-        # User messages run so far (dashboard and metrics). Each worker counts in a local
-        # per batch and adds it here only when it gives the hub up (park, yield, end):
-        # the only moments another greenlet of this thread can read it.
+        # User messages run so far (dashboard and metrics). Each worker counts in its
+        # local `done` per batch and adds it here when it parks, yields or ends; a
+        # reader adds the `done` of workers blocked inside an actor (off their frames,
+        # gactors.contrib._observer), so the hot loop never writes an attribute for it.
         self.processed = 0
         # One reusable timer; unref'd so a lingering worker never keeps the loop alive.
         self._linger = hub.loop.timer(LINGER)

@@ -30,6 +30,7 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
+from gactors._dispatch import Dispatcher
 from gactors._eventstream import LogEvent
 from gactors._messages import DeadLetter, HubBlocked
 from gactors._text import safe_str
@@ -57,6 +58,8 @@ _FAILURES_KEPT = 50
 _BLOCKS_KEPT = 50
 _HISTORY_SECONDS = 60
 _STACK_CHARS = 4000
+
+_WORKER_LOOP_CODE = Dispatcher._run.__code__
 
 _observers: weakref.WeakKeyDictionary[ActorSystem, SystemObserver] = weakref.WeakKeyDictionary()
 _observers_lock = threading.Lock()
@@ -197,8 +200,22 @@ class SystemObserver:
 
     def processed(self) -> int:
         """User messages processed so far by the system's dispatcher."""
-        # A plain int the worker loop adds to per batch (see gactors._dispatch).
-        return int(self.system._dispatcher.processed)
+        return self.in_hub(self._processed)  # type: ignore[no-any-return]
+
+    def _processed(self) -> int:
+        # The worker loop counts in a local per batch and adds it to the dispatcher's
+        # total only when it parks, yields or ends (see gactors._dispatch): a worker
+        # blocked inside an actor (I/O, a wait) still holds its count, read here off its
+        # suspended frame. Every worker is suspended while this greenlet runs.
+        dispatcher = self.system._dispatcher
+        n = int(dispatcher.processed)
+        for w in list(dispatcher.workers):
+            frame = w.gr_frame
+            while frame is not None and frame.f_code is not _WORKER_LOOP_CODE:
+                frame = frame.f_back
+            if frame is not None:
+                n += int(frame.f_locals.get("done", 0))
+        return n
 
     def dead_letters_per_second(self, window: int = 5) -> float:
         """Dead letters per second over the last ``window`` whole seconds."""
