@@ -205,6 +205,7 @@ class Dispatcher:
         countdown = CLOCK_EVERY
         hub_switch = self._hub.switch
         done = 0  # messages run since the last flush into self.processed
+        after_break = throughput + 1  # messages run = after_break - left, at a break
         try:
             while True:
                 if not ready:
@@ -246,9 +247,8 @@ class Dispatcher:
                     mailbox = cell.mailbox
                     influenced = False
                     rt = cell.rt_seconds is not None
-                    left = batch = throughput if mailbox else 0
+                    left = throughput if mailbox else 0
                     while left:
-                        left -= 1  # first, so that `batch - left` counts a break too
                         # The envelope itself is kept for Stash (it stashes the very tuple).
                         message, sender = cell.current_envelope = mailbox.popleft()
                         cell.sender = sender
@@ -272,16 +272,25 @@ class Dispatcher:
                                 handler(cell, message)
                         except BaseException as exc:
                             cell.user_failure(exc, message, sender)  # re-raises fatal ones
+                            done += after_break - left
                             break
                         if rt and not isinstance(message, NotInfluenceReceiveTimeout):
                             influenced = True
                         if cell.sysq:
                             cell.process_system()
                             if cell.suspend_count or cell.dead:
+                                done += after_break - left
                                 break
                         if not mailbox:
-                            break  # the common end of a batch
-                    done += batch - left
+                            # The common end of a batch. Counted here and in the other
+                            # breaks (not per message): `left` was not decremented yet.
+                            done += after_break - left
+                            break
+                        left -= 1
+                    else:
+                        # A full batch (the mailbox still has messages), or none at all.
+                        if mailbox:
+                            done += throughput
                     cell.current_envelope = None
                     if influenced and cell.rt_seconds is not None:
                         cell.check_receive_timeout()

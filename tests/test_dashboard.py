@@ -567,3 +567,36 @@ def test_bind_parsing_and_loopback() -> None:
     assert _parse_bind("[::1]:9000") == ("::1", 9000)
     assert _is_loopback("127.0.0.1") and _is_loopback("::1") and _is_loopback("localhost")
     assert not _is_loopback("0.0.0.0") and not _is_loopback("example.com")
+
+
+@pytest.mark.parametrize("throughput", [1, 5, 100])
+def test_processed_messages_are_counted_exactly(throughput: int) -> None:
+    """Full batches, batches ended by an empty mailbox and by failures all count."""
+    from gactors.contrib._observer import observer_for
+
+    done = gevent.event.Event()
+
+    class Last(Actor):
+        def receive(self, message: Any) -> None:
+            if isinstance(message, BaseException):
+                raise message
+            if message == "last":
+                done.set()
+
+    with ActorSystem("count", config={"dispatcher_throughput": throughput}) as s:
+        obs = observer_for(s)
+        base = obs.processed()
+        refs = [s.actor_of(Props(Last)) for _ in range(3)]
+        for ref in refs[:2]:
+            for i in range(23):
+                ref.tell(ValueError("x") if i in (4, 11) else i)
+        refs[2].tell("last")
+        assert done.wait(10)
+        expected = 2 * 23 + 1
+
+        def counted() -> None:
+            assert obs.processed() - base == expected
+
+        eventually(counted)
+        gevent.sleep(0.1)  # and not one more once the worker has parked
+        assert obs.processed() - base == expected

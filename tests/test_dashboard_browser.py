@@ -200,3 +200,64 @@ def _screenshot(page: Any, system: ActorSystem, catalog_row: str) -> None:
         page.screenshot(path=target, full_page=False)
     finally:
         pump.kill()
+
+
+# What gactors.contrib.dashboard._cluster_state returns on a cluster node (the shape
+# documented in docs/dashboard.md), stood in for here: the page's cluster rendering is
+# tested without a cluster.
+def _cluster_shape(system: ActorSystem) -> dict[str, Any]:
+    remote_tree = [
+        {"path": "/", "name": "/", "parent": None, "state": "running", "actor": "_RootGuardian",
+         "mailbox": 0, "restarts": 0, "children": 1, "recent_restart": False, "more": 0},
+        {"path": "/user", "name": "user", "parent": "/", "state": "running",
+         "actor": "_UserGuardian", "mailbox": 0, "restarts": 0, "children": 1,
+         "recent_restart": False, "more": 0},
+        {"path": "/user/billing", "name": "billing", "parent": "/user", "state": "running",
+         "actor": "Billing", "mailbox": 7, "restarts": 2, "children": 0,
+         "recent_restart": True},
+    ]  # fmt: skip
+    return {
+        "self": "gactors://shop@node-a",
+        "members": [
+            {"address": "gactors://shop@node-a", "status": "up", "roles": ["web"]},
+            {"address": "gactors://shop@node-b", "status": "unreachable", "roles": ["jobs"]},
+        ],
+        "nodes": [
+            {"address": "gactors://shop@node-b", "tree": remote_tree, "error": None},
+            {"address": "gactors://shop@node-c", "tree": None, "error": "node is unreachable"},
+        ],
+        "singletons": [{"name": "scheduler", "node": "gactors://shop@node-b"}],
+        "shards": [
+            {"type_name": "cart", "shard": "17", "node": "gactors://shop@node-a", "entities": 3}
+        ],
+    }
+
+
+def test_the_cluster_part_of_the_page(
+    browser: Any, served: tuple[ActorSystem, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from playwright.sync_api import expect
+
+    import gactors.contrib.dashboard as dashboard
+
+    _, url = served
+    page = browser.new_page()
+    page.goto(url + f"?token={TOKEN}")
+    page.wait_for_selector("#status.live")
+    assert page.locator("#cluster").is_hidden()
+
+    monkeypatch.setattr(dashboard, "_cluster_state", _cluster_shape)
+    expect(page.locator("#cluster")).to_be_visible()
+    members = page.inner_text("#members tbody")
+    assert "gactors://shop@node-a (this node)" in members and "web" in members
+    assert "unreachable" in members and "jobs" in members
+    assert page.inner_text("#singletons") == "scheduler → gactors://shop@node-b"
+    assert page.inner_text("#shards") == "cart/17 → gactors://shop@node-a (3 entities)"
+    trees = page.locator("#cluster-trees")
+    expect(trees).to_contain_text("Node gactors://shop@node-b")
+    billing = trees.locator('li[data-path="/user/billing"] > .row')
+    expect(billing).to_contain_text("mailbox 7")
+    assert "restarted" in (billing.get_attribute("class") or "")
+    expect(trees).to_contain_text("node is unreachable")
+    # The local tree is still the local one.
+    assert page.locator('#tree li[data-path="/user/billing"]').count() == 0

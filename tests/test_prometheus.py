@@ -261,3 +261,27 @@ def test_multiprocess_mode_adds_up_the_workers(tmp_path: Path) -> None:
             if p is not None and p.poll() is None:
                 p.kill()
                 p.wait(10)
+
+
+def test_cluster_members_by_status(system: ActorSystem, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Through the dashboard's cluster hook (its documented shape stood in for here)."""
+    import gactors.contrib.dashboard as dashboard
+
+    members = [
+        {"address": "gactors://metrics@a", "status": "up", "roles": []},
+        {"address": "gactors://metrics@b", "status": "up", "roles": []},
+        {"address": "gactors://metrics@c", "status": "unreachable", "roles": []},
+    ]
+    shape = {"self": "gactors://metrics@a", "members": members, "nodes": [],
+             "singletons": [], "shards": []}  # fmt: skip
+    monkeypatch.setattr(dashboard, "_cluster_state", lambda s: shape)
+    registry = CollectorRegistry()
+    ActorSystemMetrics(system, registry=registry, interval=None)
+    got = parse(generate_latest(registry).decode())
+    assert value(got, "gactors_cluster_members", status="up", system="metrics") == 2
+    assert value(got, "gactors_cluster_members", status="unreachable", system="metrics") == 1
+    # c comes back: the unreachable count goes to 0 rather than disappearing.
+    members[2]["status"] = "up"
+    got = parse(generate_latest(registry).decode())
+    assert value(got, "gactors_cluster_members", status="up", system="metrics") == 3
+    assert value(got, "gactors_cluster_members", status="unreachable", system="metrics") == 0
