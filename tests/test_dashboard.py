@@ -378,8 +378,9 @@ def test_a_real_hub_block_is_reported(tmp_path: Any) -> None:
         s.actor_of(Props(Blocker), "blocker").tell("go")
 
         def reported() -> None:
+            # (Other blocks may be reported too: the hub of a loaded test run.)
             recent = state(app)["hub_blocked"]["recent"]
-            assert recent and recent[0]["path"] == "/user/blocker"
+            assert "/user/blocker" in [b["path"] for b in recent]
 
         eventually(reported, timeout=20)
 

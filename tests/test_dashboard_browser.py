@@ -160,13 +160,20 @@ def test_the_dashboard_in_chromium(browser: Any, served: tuple[ActorSystem, str]
     page.wait_for_selector("#blocks li")
     assert "/user/orders" in page.inner_text("#blocks li")
 
-    # A growing mailbox is highlighted.
+    # A growing mailbox is highlighted (it grows between every two polls here).
     slow = system.actor_of(Props(Service), "slow")
     slow.tell("wait")
-    for i in range(3):
-        slow.tell(i)
-        gevent.sleep(1.2)  # one more per poll
-    page.wait_for_selector('li[data-path="/user/slow"] > .row.growing')
+
+    def grow() -> None:
+        for i in range(100):
+            slow.tell(i)
+            gevent.sleep(0.3)
+
+    grower = gevent.spawn(grow)
+    try:
+        page.wait_for_selector('li[data-path="/user/slow"] > .row.growing')
+    finally:
+        grower.kill()
 
     assert page.evaluate("window.notReloaded") is True
     _screenshot(page, system, crow)
