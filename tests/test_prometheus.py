@@ -285,3 +285,14 @@ def test_cluster_members_by_status(system: ActorSystem, monkeypatch: pytest.Monk
     got = parse(generate_latest(registry).decode())
     assert value(got, "gactors_cluster_members", status="up", system="metrics") == 3
     assert value(got, "gactors_cluster_members", status="unreachable", system="metrics") == 0
+
+
+def test_one_metrics_object_per_system_name(system: ActorSystem) -> None:
+    registry = CollectorRegistry()
+    ActorSystemMetrics(system, registry=registry, interval=None)
+    with pytest.raises(ValueError, match="'metrics' already has its metrics"):
+        ActorSystemMetrics(system, registry=registry, interval=None)
+    with ActorSystem("metrics") as namesake, pytest.raises(ValueError, match="another system"):
+        ActorSystemMetrics(namesake, registry=registry, interval=None)
+    # Another registry is another set of metrics.
+    ActorSystemMetrics(system, registry=CollectorRegistry(), interval=None)

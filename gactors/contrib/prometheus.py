@@ -83,6 +83,8 @@ class _Family:
 
     def __init__(self, registry: CollectorRegistry) -> None:
         self.live: weakref.WeakSet[ActorSystemMetrics] = weakref.WeakSet()
+        # Live systems by name: the name is the label, so it must be unique.
+        self.names: dict[str, ActorSystemMetrics] = {}
         # Registered before the metrics, so a scrape refreshes the gauges before it
         # reads them (the registry collects in registration order).
         registry.register(_RefreshOnScrape(self))
@@ -200,6 +202,16 @@ class ActorSystemMetrics:
         self.system = system if system is not None else worker_system()
         self._family = family = _family(registry)
         name = self.system.name
+        with _families_lock:
+            other = family.names.get(name)
+            if other is not None and not other.system.is_terminated:
+                # Twice the same label: the counters would count every event twice, or
+                # two systems' figures would overwrite each other.
+                raise ValueError(
+                    f"the actor system {name!r} already has its metrics in this registry"
+                    + ("" if other.system is self.system else " (another system of that name)")
+                )
+            family.names[name] = self
         self._observer = obs = observer_for(self.system)
         self._processed_seen = obs.processed()
         self._dead_letters = family.dead_letters.labels(name)
@@ -266,6 +278,9 @@ class ActorSystemMetrics:
         # A terminated system has no live gauges; its counters keep their totals.
         self._family.live.discard(self)
         name = self.system.name
+        with _families_lock:
+            if self._family.names.get(name) is self:
+                del self._family.names[name]
         for gauge in (self._family.actors, self._family.mailbox, self._family.max_depth):
             try:
                 gauge.remove(name)
