@@ -78,13 +78,16 @@ def sample(counter: Any, n: int) -> tuple[float, float]:
     return n / wall, n / (time.process_time() - c0)
 
 
-def poller(port: int, stop: Event, polls: list[int]) -> None:
-    """Poll ``/api/state`` as an open page does, until ``stop`` is set."""
+def poller(port: int, stop: Event, polls: list[int], cpu: list[float]) -> None:
+    """Poll ``/api/state`` as an open page does, until ``stop`` is set; ``cpu`` gets the
+    process CPU time of each poll (client and server: both are in this process)."""
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
     while not stop.is_set():
+        c0 = time.process_time()
         conn.request("GET", "/api/state?open=%2F&open=%2Fuser&limit=100")
         resp = conn.getresponse()
         body = resp.read()
+        cpu.append(time.process_time() - c0)
         assert resp.status == 200, body[:200]
         polls[0] += 1
         stop.wait(POLL_INTERVAL)
@@ -110,6 +113,7 @@ def main(argv: list[str] | None = None) -> int:
         off: list[tuple[float, float]] = []
         on: list[tuple[float, float]] = []
         polls = [0]
+        poll_cpu: list[float] = []
         for r in range(args.rounds):
             order = ("off", "on") if r % 2 == 0 else ("on", "off")  # ABBA
             for kind in order:
@@ -117,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
                     off.append(sample(counter, args.messages))
                     continue
                 stop = Event()
-                g = gevent.spawn(poller, server.server_port, stop, polls)
+                g = gevent.spawn(poller, server.server_port, stop, polls, poll_cpu)
                 try:
                     on.append(sample(counter, args.messages))
                 finally:
@@ -139,6 +143,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"    page open: median {m_on:12,.0f} msgs/s  (min {min(b):,.0f}, max {max(b):,.0f})")
         print(f"    cost of an open page: {costs[-1] * 100:+.2f} % (target: under 2 %)")
     print(f"  polls of /api/state while open: {polls[0]} in {polled_seconds:.1f} s")
+    per_poll = statistics.median(poll_cpu)
+    print(
+        f"  CPU per poll (the direct figure): median {per_poll * 1000:.2f} ms, i.e. "
+        f"{per_poll / POLL_INTERVAL * 100:.2f} % of one core at one poll per "
+        f"{POLL_INTERVAL:g} s ({args.actors:,} idle actors)"
+    )
     print(
         "  (CPU time is the steadier figure on a loaded machine: other processes stretch "
         "wall time, and with it the number of polls per message)"
@@ -152,6 +162,7 @@ def main(argv: list[str] | None = None) -> int:
                     "cost_wall": costs[0],
                     "cost_cpu": costs[1],
                     "polls": polls[0],
+                    "cpu_per_poll": poll_cpu,
                     "args": vars(args),
                 },
                 f,
