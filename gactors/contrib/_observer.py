@@ -11,9 +11,9 @@ Why it is shaped like this:
   go, without a greenlet switch, so they see a consistent tree. A caller on another OS
   thread is carried over to the hub thread.
 * Walks are iterative (trees can be thousands of levels deep) and bounded: the full walk
-  that counts actors stops after :data:`MAX_WALK` cells, and its result is cached for
-  :data:`TOTALS_TTL` seconds, so any number of open pages and scrapes cost one walk a
-  second at most. The tree view only visits the children of the nodes a page has open,
+  that counts actors stops after :data:`MAX_WALK` cells, and its result is reused for
+  :data:`TOTALS_TTL` seconds, or longer after a long walk (:data:`WALK_SHARE`), so any
+  number of open pages cost two walks a second and 2 % of the hub's time at most. The tree view only visits the children of the nodes a page has open,
   at most ``limit`` each.
 * Nothing here costs the actors anything while nobody looks: the event callbacks run
   only when a failure, a dead letter or a hub block happens anyway.
@@ -40,13 +40,18 @@ if TYPE_CHECKING:
     from gactors._cell import ActorCell
     from gactors._system import ActorSystem
 
-__all__ = ["MAX_WALK", "TOTALS_TTL", "SystemObserver", "local_path", "observer_for"]
+__all__ = ["MAX_WALK", "TOTALS_TTL", "WALK_SHARE", "SystemObserver", "local_path", "observer_for"]
 
 MAX_WALK = 200_000
 """Cells the full walk visits at most (beyond: totals are marked ``truncated``)."""
 
 TOTALS_TTL = 0.5
-"""Seconds a full walk's totals are reused before the next request walks again."""
+"""Seconds a full walk's totals are reused, at least, before a request walks again."""
+
+WALK_SHARE = 0.02
+"""At most this share of the hub's time goes to full walks for the dashboard: a walk
+that took ``d`` seconds is reused for ``d / WALK_SHARE`` seconds if that is longer than
+:data:`TOTALS_TTL` (10,000 actors: a walk per poll; 100,000: one every few seconds)."""
 
 RECENT_RESTART = 30.0
 """Seconds an actor stays marked as recently restarted."""
@@ -126,6 +131,7 @@ class SystemObserver:
         self._restarted: dict[str, float] = {}
         self._totals: dict[str, Any] | None = None
         self._totals_at = 0.0
+        self._totals_ttl = TOTALS_TTL
         self._rate_sample: tuple[float, int] | None = None
         self._rate = 0.0
         stream = system.event_stream
@@ -233,18 +239,23 @@ class SystemObserver:
         t = self._restarted.get(path)
         return t is not None and time.monotonic() - t < RECENT_RESTART
 
-    def totals(self, max_age: float = TOTALS_TTL) -> dict[str, Any]:
+    def totals(self, max_age: float | None = None) -> dict[str, Any]:
         """Actors, queued messages, the deepest mailboxes and most restarted actors.
 
-        One bounded walk of the whole tree, reused for ``max_age`` seconds.
+        One bounded walk of the whole tree, reused for ``max_age`` seconds (None: for
+        :data:`TOTALS_TTL`, or longer after a long walk, see :data:`WALK_SHARE`).
         """
         now = time.monotonic()
         cached = self._totals
+        if max_age is None:
+            max_age = self._totals_ttl
         if cached is not None and now - self._totals_at < max_age:
             return cached
         totals: dict[str, Any] = self.in_hub(self._walk_totals)
+        took = time.monotonic() - now
         self._totals = totals
         self._totals_at = now
+        self._totals_ttl = max(TOTALS_TTL, took / WALK_SHARE)
         processed = self.processed()
         prev = self._rate_sample
         if prev is None or now - prev[0] >= 0.5:
