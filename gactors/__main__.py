@@ -51,7 +51,11 @@ def _dashboard(args: argparse.Namespace) -> int:
     config = (
         {"cluster": {"url": args.cluster_url, "roles": ["dashboard"]}} if args.cluster_url else None
     )
-    system = ActorSystem(args.system, config=config)
+    try:
+        system = ActorSystem(args.system, config=config)
+    except Exception as e:  # a bad cluster URL, an unreachable Redis, no cluster support
+        print(f"python -m gactors dashboard: {type(e).__name__}: {e}", file=sys.stderr)
+        return 2
     server = serve(DashboardApp(system, token=token), host, port)
     _log.info("gactors dashboard of %r on http://%s:%d/", system.name, host, server.server_port)
     # SIGTERM (a process manager stopping us) ends it as cleanly as Ctrl-C.

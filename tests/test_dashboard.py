@@ -5,6 +5,7 @@ The page itself, in a real browser, is tested in ``test_dashboard_browser.py``.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -491,8 +492,11 @@ def test_without_a_system_it_uses_the_worker_system(system: ActorSystem) -> None
 
 def test_no_cluster_no_cluster_import(system: ActorSystem) -> None:
     assert _cluster_state(system) is None
+    modules = "gactors.contrib.dashboard"
+    if importlib.util.find_spec("prometheus_client") is not None:
+        modules += ", gactors.contrib.prometheus"
     code = (
-        "import sys; import gactors.contrib.dashboard, gactors.contrib.prometheus; "
+        f"import sys; import {modules}; "
         "assert 'gactors.cluster' not in sys.modules, 'imported at module import'"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
@@ -601,3 +605,16 @@ def test_processed_messages_are_counted_exactly(throughput: int) -> None:
         eventually(counted)
         gevent.sleep(0.1)  # and not one more once the worker has parked
         assert obs.processed() - base == expected
+
+
+def test_cli_says_why_it_cannot_join_a_cluster() -> None:
+    # Without cluster support, or with nothing listening at that address: a clear error.
+    r = subprocess.run(
+        [sys.executable, "-m", "gactors", "dashboard", "--bind", "127.0.0.1:0",
+         "--cluster-url", "redis://127.0.0.1:1/0"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )  # fmt: skip
+    assert r.returncode == 2
+    assert r.stderr.startswith("python -m gactors dashboard: ") and "Traceback" not in r.stderr

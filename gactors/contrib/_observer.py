@@ -13,8 +13,9 @@ Why it is shaped like this:
 * Walks are iterative (trees can be thousands of levels deep) and bounded: the full walk
   that counts actors stops after :data:`MAX_WALK` cells, and its result is reused for
   :data:`TOTALS_TTL` seconds, or longer after a long walk (:data:`WALK_SHARE`), so any
-  number of open pages cost two walks a second and 2 % of the hub's time at most. The tree view only visits the children of the nodes a page has open,
-  at most ``limit`` each.
+  number of open pages cost two walks a second and 2 % of the hub's time at most. The
+  tree view only visits the children of the nodes a page has open, at most ``limit``
+  each.
 * Nothing here costs the actors anything while nobody looks: the event callbacks run
   only when a failure, a dead letter or a hub block happens anyway.
 """
