@@ -367,25 +367,6 @@ def test_hub_blocked_events_name_the_actor(system: ActorSystem) -> None:
     assert hb["recent"][1]["seconds"] == 0.25 and "receive" in hb["recent"][1]["stack"]
 
 
-def test_a_real_hub_block_is_reported(tmp_path: Any) -> None:
-    real_sleep = gevent.monkey.get_original("time", "sleep")
-
-    class Blocker(Actor):
-        def receive(self, message: Any) -> None:
-            real_sleep(0.4)
-
-    with ActorSystem("blocky", config={"blocking_threshold": 0.1}) as s:
-        app = DashboardApp(s)
-        s.actor_of(Props(Blocker), "blocker").tell("go")
-
-        def reported() -> None:
-            # (Other blocks may be reported too: the hub of a loaded test run.)
-            recent = state(app)["hub_blocked"]["recent"]
-            assert "/user/blocker" in [b["path"] for b in recent]
-
-        eventually(reported, timeout=20)
-
-
 # -- large and deep trees -------------------------------------------------------------------
 
 
