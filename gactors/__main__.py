@@ -1,9 +1,74 @@
-"""``python -m gactors demo``: a guided tour of supervision, printed as it happens."""
+"""``python -m gactors demo``: a guided tour of supervision, printed as it happens.
+
+``python -m gactors dashboard``: serve the live dashboard of an actor system alone.
+"""
 
 from __future__ import annotations
 
 import argparse
+import ipaddress
+import logging
+import os
+import signal
 import sys
+
+_log = logging.getLogger("gactors.dashboard")
+
+
+def _parse_bind(value: str) -> tuple[str, int]:
+    host, sep, port = value.rpartition(":")
+    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise argparse.ArgumentTypeError(
+            f"--bind wants HOST:PORT, e.g. 127.0.0.1:8020, not {value!r}"
+        )
+    return host.strip("[]") or "127.0.0.1", int(port)
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _dashboard(args: argparse.Namespace) -> int:
+    import gevent
+
+    from gactors import ActorSystem
+    from gactors.contrib.dashboard import DashboardApp, serve
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    token = os.environ.get("GACTORS_DASHBOARD_TOKEN") or None
+    host, port = args.bind
+    if not _is_loopback(host) and token is None:
+        _log.warning(
+            "serving the dashboard on %s without a token: anyone who reaches this address "
+            "sees your actors (set GACTORS_DASHBOARD_TOKEN)",
+            host,
+        )
+    config = (
+        {"cluster": {"url": args.cluster_url, "roles": ["dashboard"]}} if args.cluster_url else None
+    )
+    try:
+        system = ActorSystem(args.system, config=config)
+    except Exception as e:  # a bad cluster URL, an unreachable Redis, no cluster support
+        print(f"python -m gactors dashboard: {type(e).__name__}: {e}", file=sys.stderr)
+        return 2
+    server = serve(DashboardApp(system, token=token), host, port)
+    _log.info("gactors dashboard of %r on http://%s:%d/", system.name, host, server.server_port)
+    # SIGTERM (a process manager stopping us) ends it as cleanly as Ctrl-C.
+    gevent.signal_handler(signal.SIGTERM, system.terminate)
+    try:
+        system.await_termination()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.stop(timeout=1)
+        system.terminate()
+        system.await_termination(5)
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -14,6 +79,23 @@ def main(argv: list[str] | None = None) -> int:
         help="a tour of supervision (about 15 s): a live actor tree while failures are injected",
     )
     demo.add_argument("--fast", action="store_true", help="the same tour with short pauses (CI)")
+    dash = sub.add_parser(
+        "dashboard",
+        help="serve the live dashboard (token: the GACTORS_DASHBOARD_TOKEN environment variable)",
+    )
+    dash.add_argument(
+        "--bind",
+        type=_parse_bind,
+        default=("127.0.0.1", 8020),
+        metavar="HOST:PORT",
+        help="where to listen (default 127.0.0.1:8020: loopback only)",
+    )
+    dash.add_argument(
+        "--cluster-url",
+        default=None,
+        help="join this cluster (Redis URL) as a node with the role 'dashboard' and show it",
+    )
+    dash.add_argument("--system", default="default", help="the actor system's (and cluster's) name")
     args = parser.parse_args(argv)
     if args.command == "demo":
         from gevent import monkey
@@ -22,6 +104,11 @@ def main(argv: list[str] | None = None) -> int:
         from gactors._demo import run
 
         return run(fast=args.fast)
+    if args.command == "dashboard":
+        from gevent import monkey
+
+        monkey.patch_all()
+        return _dashboard(args)
     return 2  # pragma: no cover - argparse rejects other commands
 
 

@@ -132,6 +132,7 @@ class Dispatcher:
         "armed",
         "name",
         "parked",
+        "processed",
         "ready",
         "throughput",
         "workers",
@@ -161,6 +162,11 @@ class Dispatcher:
         self._yielding = 0
         self.workers: set[Worker] = set()
         self.parked: Worker | None = None
+        # User messages run so far (dashboard and metrics). Each worker counts in its
+        # local `done` per batch and adds it here when it parks, yields or ends; a
+        # reader adds the `done` of workers blocked inside an actor (off their frames,
+        # gactors.contrib._observer), so the hot loop never writes an attribute for it.
+        self.processed = 0
         # One reusable timer; unref'd so a lingering worker never keeps the loop alive.
         self._linger = hub.loop.timer(LINGER)
         self._linger.ref = False
@@ -281,9 +287,13 @@ class Dispatcher:
         # Batches until the next look at the clock (a countdown stays a small int).
         countdown = CLOCK_EVERY
         hub_switch = self._hub.switch
+        done = 0  # messages run since the last flush into self.processed
+        after_break = throughput + 1  # messages run = after_break - left, at a break
         try:
             while True:
                 if not ready:
+                    self.processed += done
+                    done = 0
                     # Linger instead of ending at once: a request/response pattern
                     # (an ask, a web request) would otherwise pay for a new greenlet
                     # every time. Idle actors still own no greenlet, and at most one
@@ -299,6 +309,8 @@ class Dispatcher:
                 if countdown == 0:
                     countdown = CLOCK_EVERY
                     if perf_counter() > deadline:
+                        self.processed += done
+                        done = 0
                         self._yield_to_hub()
                         deadline = perf_counter() + YIELD_INTERVAL
                         continue  # the queue may have been emptied meanwhile
@@ -343,16 +355,25 @@ class Dispatcher:
                                 handler(cell, message)
                         except BaseException as exc:
                             cell.user_failure(exc, message, sender)  # re-raises fatal ones
+                            done += after_break - left
                             break
                         if rt and not isinstance(message, NotInfluenceReceiveTimeout):
                             influenced = True
                         if cell.sysq:
                             cell.process_system()
                             if cell.suspend_count or cell.dead:
+                                done += after_break - left
                                 break
                         if not mailbox:
-                            break  # the common end of a batch
+                            # The common end of a batch. Counted here and in the other
+                            # breaks (not per message): `left` was not decremented yet.
+                            done += after_break - left
+                            break
                         left -= 1
+                    else:
+                        # A full batch (the mailbox still has messages), or none at all.
+                        if mailbox:
+                            done += throughput
                     cell.current_envelope = None
                     if influenced and cell.rt_seconds is not None:
                         cell.check_receive_timeout()
@@ -369,6 +390,7 @@ class Dispatcher:
                     self._on_fatal(cell, exc)
                     raise
         finally:
+            self.processed += done
             w.cell = None
             if self.parked is w:
                 self.parked = None

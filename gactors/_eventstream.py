@@ -10,6 +10,7 @@ from gactors._ref import ActorRef
 from gactors._threads import get_ident
 
 if TYPE_CHECKING:
+    from gactors._supervision import Directive
     from gactors._system import ActorSystem
 
 __all__ = ["EventStream", "LogEvent"]
@@ -21,9 +22,11 @@ Subscriber = Union[ActorRef, Callable[[Any], Any]]
 
 class LogEvent:
     """A log record of gactors itself (failures, lifecycle, dead letters), as published
-    on the event stream. ``level`` is a :mod:`logging` level; ``source`` the actor path."""
+    on the event stream. ``level`` is a :mod:`logging` level; ``source`` the actor path;
+    ``directive`` is the supervisor's decision (a :class:`~gactors.Directive`) when the
+    event reports a handled failure, else None."""
 
-    __slots__ = ("cause", "level", "logger_class", "message", "source")
+    __slots__ = ("cause", "directive", "level", "logger_class", "message", "source")
 
     def __init__(
         self,
@@ -32,12 +35,14 @@ class LogEvent:
         message: str,
         cause: BaseException | None = None,
         logger_class: type | None = None,
+        directive: Directive | None = None,
     ) -> None:
         self.level = level
         self.source = source
         self.message = message
         self.cause = cause
         self.logger_class = logger_class
+        self.directive = directive
 
     @property
     def level_name(self) -> str:

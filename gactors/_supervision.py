@@ -262,7 +262,12 @@ class SupervisorStrategy:
         text = _failure_text(cause)
         level = logging.WARNING if directive is Directive.RESUME else logging.ERROR
         context.system._publish_log(
-            level, str(child.path), f"{text} ({directive.name.lower()})", cause, type(self)
+            level,
+            str(child.path),
+            f"{text} ({directive.name.lower()})",
+            cause,
+            type(self),
+            directive=directive,
         )
 
     def __repr__(self) -> str:

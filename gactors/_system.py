@@ -493,8 +493,9 @@ class ActorSystem:
         logger_class: type | None = None,
         *,
         category: str = "supervision",
+        directive: Directive | None = None,
     ) -> None:
-        event = LogEvent(level, source, message, cause, logger_class)
+        event = LogEvent(level, source, message, cause, logger_class, directive)
         for f in self._log_filters:
             if f(event):
                 return

@@ -329,3 +329,24 @@ def test_under_patch_all_in_a_fresh_interpreter(tmp_path: Path) -> None:
     assert "[gactors://patched/user/sleeper] actor gactors://patched/user/sleeper" in proc.stderr
     if hasattr(PeriodicMonitoringThread, "_show_blocking_report"):  # gevent >= 25
         assert "appears to be blocked" not in proc.stderr
+
+
+def test_the_dashboard_names_the_blocking_actor() -> None:
+    """The dashboard's hub-blocking list (gactors.contrib.dashboard) shows a real block."""
+    import json
+
+    from gactors.contrib.dashboard import DashboardApp
+
+    with ActorSystem("blocky", config={"blocking_threshold": THRESHOLD}) as s:
+        app = DashboardApp(s)
+        s.actor_of(Props(Blocker), "blocker").tell(("block", 4 * THRESHOLD))
+        deadline = time.monotonic() + 20
+        while True:
+            body = b"".join(
+                app({"REQUEST_METHOD": "GET", "PATH_INFO": "/api/state"}, lambda *a: None)
+            )
+            recent = json.loads(body)["hub_blocked"]["recent"]
+            if "/user/blocker" in [b["path"] for b in recent]:
+                break
+            assert time.monotonic() < deadline, recent
+            gevent.sleep(0.05)

@@ -1,0 +1,308 @@
+"""Prometheus metrics of an actor system, through ``prometheus_client`` (``gactors[prometheus]``).
+
+::
+
+    from gactors.contrib.prometheus import ActorSystemMetrics, metrics_app
+
+    ActorSystemMetrics(system)            # once per system
+    app = metrics_app()                   # a WSGI app serving /metrics
+
+The metrics (every one labelled ``system``, the actor system's name):
+
+========================================  =======  ================  ===========================
+name                                      type     multiprocess      what
+========================================  =======  ================  ===========================
+``gactors_actors``                        gauge    livesum           live actors (guardians too)
+``gactors_mailbox_messages``              gauge    livesum           user messages waiting
+``gactors_mailbox_max_depth``             gauge    livemax           the deepest mailbox
+``gactors_messages_processed_total``      counter  summed            user messages processed
+``gactors_failures_total{directive}``     counter  summed            failures by supervisor
+                                                                     directive (restart, resume,
+                                                                     stop): restarts by directive
+``gactors_dead_letters_total``            counter  summed            dead letters
+``gactors_hub_blocked_total``             counter  summed            hub-blocking episodes
+``gactors_hub_blocked_seconds_total``     counter  summed            seconds the hub was blocked
+``gactors_cluster_members{status}``       gauge    livemax           cluster members by status
+                                                                     (only on a cluster node)
+========================================  =======  ================  ===========================
+
+Counters move at once (they are incremented from the event stream, or per refresh for
+messages processed); gauges are read from the actor tree by :meth:`ActorSystemMetrics.refresh`,
+which runs every ``interval`` seconds and, in a single process, at every scrape.
+
+**gunicorn with several workers** (``PROMETHEUS_MULTIPROC_DIR`` set before the
+workers start): every worker writes its metrics to files in that directory and
+:func:`metrics_app` (in whichever worker gets the scrape) adds them up. Counters are
+summed over all workers, including exited ones (totals stay monotonic); the gauges
+marked *livesum* / *livemax* count live workers only, which needs ``child_exit`` in
+``gunicorn.conf.py`` to call ``prometheus_client.multiprocess.mark_process_dead(worker.pid)``
+(see ``docs/dashboard.md``). In that mode the gauges are as fresh as the last periodic
+refresh of each worker (``interval``, default 5 s).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import weakref
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
+
+try:
+    from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, make_wsgi_app
+    from prometheus_client.multiprocess import MultiProcessCollector
+except ImportError as _e:  # pragma: no cover - depends on the installation
+    raise ImportError(
+        "gactors.contrib.prometheus needs prometheus_client: pip install 'gactors[prometheus]'"
+    ) from _e
+
+from gactors.contrib import worker_system
+from gactors.contrib._observer import observer_for
+
+if TYPE_CHECKING:
+    from gactors._eventstream import LogEvent
+    from gactors._messages import HubBlocked
+    from gactors._system import ActorSystem
+
+__all__ = ["DEFAULT_INTERVAL", "ActorSystemMetrics", "metrics_app", "multiprocess_mode"]
+
+_log = logging.getLogger("gactors.prometheus")
+
+DEFAULT_INTERVAL = 5.0
+"""Seconds between two periodic refreshes of the gauges."""
+
+
+def multiprocess_mode() -> bool:
+    """True when prometheus_client writes to ``PROMETHEUS_MULTIPROC_DIR`` (gunicorn)."""
+    return bool(os.environ.get("PROMETHEUS_MULTIPROC_DIR"))
+
+
+class _Family:
+    """The metric objects of one registry (each shared by every system, by label)."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.live: weakref.WeakSet[ActorSystemMetrics] = weakref.WeakSet()
+        # Live systems by name: the name is the label, so it must be unique.
+        self.names: dict[str, ActorSystemMetrics] = {}
+        # Registered before the metrics, so a scrape refreshes the gauges before it
+        # reads them (the registry collects in registration order).
+        registry.register(_RefreshOnScrape(self))
+        labels = ["system"]
+        self.actors = Gauge(
+            "gactors_actors",
+            "Live actors, guardians included",
+            labels,
+            registry=registry,
+            multiprocess_mode="livesum",
+        )
+        self.mailbox = Gauge(
+            "gactors_mailbox_messages",
+            "User messages waiting in mailboxes",
+            labels,
+            registry=registry,
+            multiprocess_mode="livesum",
+        )
+        self.max_depth = Gauge(
+            "gactors_mailbox_max_depth",
+            "The deepest mailbox",
+            labels,
+            registry=registry,
+            multiprocess_mode="livemax",
+        )
+        self.processed = Counter(
+            "gactors_messages_processed",
+            "User messages processed",
+            labels,
+            registry=registry,
+        )
+        self.failures = Counter(
+            "gactors_failures",
+            "Actor failures by the supervisor's directive (restart, resume, stop)",
+            [*labels, "directive"],
+            registry=registry,
+        )
+        self.dead_letters = Counter(
+            "gactors_dead_letters", "Dead letters", labels, registry=registry
+        )
+        self.blocked = Counter(
+            "gactors_hub_blocked",
+            "Episodes of an actor blocking the gevent hub",
+            labels,
+            registry=registry,
+        )
+        self.blocked_seconds = Counter(
+            "gactors_hub_blocked_seconds",
+            "Seconds the gevent hub was blocked (a lower bound)",
+            labels,
+            registry=registry,
+        )
+        self.members = Gauge(
+            "gactors_cluster_members",
+            "Cluster members by status, as this node sees them",
+            [*labels, "status"],
+            registry=registry,
+            multiprocess_mode="livemax",
+        )
+
+
+class _RefreshOnScrape:
+    """A collector without metrics of its own: it refreshes the gauges first."""
+
+    def __init__(self, family: _Family) -> None:
+        self._family = weakref.ref(family)
+
+    def describe(self) -> list[Any]:
+        return []
+
+    def collect(self) -> list[Any]:
+        family = self._family()
+        if family is not None:
+            for m in list(family.live):
+                try:
+                    m.refresh()
+                except Exception:
+                    # A scrape must still answer with what the other collectors have.
+                    _log.exception("refreshing the gactors metrics of %r failed", m.system)
+        return []
+
+
+_families: weakref.WeakKeyDictionary[CollectorRegistry, _Family] = weakref.WeakKeyDictionary()
+_families_lock = threading.Lock()
+
+
+def _family(registry: CollectorRegistry) -> _Family:
+    with _families_lock:
+        family = _families.get(registry)
+        if family is None:
+            family = _families[registry] = _Family(registry)
+    return family
+
+
+class ActorSystemMetrics:
+    """Exposes ``system`` (None: the worker system) as Prometheus metrics in ``registry``.
+
+    Create it once per system, in the process that runs the system (under gunicorn: in
+    ``post_worker_init``, after the system is started). ``interval`` is the period of
+    the background refresh of the gauges (None: only at scrapes, in a single process).
+    Failures, dead letters and hub blocks are counted from creation on.
+    """
+
+    def __init__(
+        self,
+        system: ActorSystem | None = None,
+        *,
+        registry: CollectorRegistry = REGISTRY,
+        interval: float | None = DEFAULT_INTERVAL,
+    ) -> None:
+        if interval is not None and not interval > 0:
+            raise ValueError(
+                f"interval must be a positive number of seconds or None, not {interval!r}"
+            )
+        self.system = system if system is not None else worker_system()
+        self._family = family = _family(registry)
+        name = self.system.name
+        with _families_lock:
+            other = family.names.get(name)
+            if other is not None and not other.system.is_terminated:
+                # Twice the same label: the counters would count every event twice, or
+                # two systems' figures would overwrite each other.
+                raise ValueError(
+                    f"the actor system {name!r} already has its metrics in this registry"
+                    + ("" if other.system is self.system else " (another system of that name)")
+                )
+            family.names[name] = self
+        self._observer = obs = observer_for(self.system)
+        self._processed_seen = obs.processed()
+        self._dead_letters = family.dead_letters.labels(name)
+        self._blocked = family.blocked.labels(name)
+        self._blocked_seconds = family.blocked_seconds.labels(name)
+        self._failures: dict[str, Any] = {
+            d: family.failures.labels(name, d) for d in ("restart", "resume", "stop")
+        }
+        self._member_statuses: set[str] = set()
+        obs.listeners.append(self._on_event)
+        family.live.add(self)
+        self.refresh()
+        if interval is not None:
+            self._task: Any = self.system.scheduler.schedule_with_fixed_delay(
+                interval, interval, self.refresh
+            )
+        self.system.register_on_termination(self._forget)
+
+    def _on_event(self, kind: str, event: Any) -> None:
+        # Called in the hub thread by the observer, for each event it records.
+        if kind == "dead_letter":
+            self._dead_letters.inc()
+        elif kind == "failure":
+            log_event: LogEvent = event
+            if log_event.directive is None:
+                return
+            d = log_event.directive.name.lower()
+            counter = self._failures.get(d)
+            if counter is None:
+                counter = self._failures[d] = self._family.failures.labels(self.system.name, d)
+            counter.inc()
+        elif kind == "hub_blocked":
+            blocked: HubBlocked = event
+            self._blocked.inc()
+            self._blocked_seconds.inc(blocked.seconds)
+
+    def refresh(self) -> None:
+        """Read the gauges off the actor tree and add the newly processed messages."""
+        system = self.system
+        if system.is_terminated:
+            return
+        from gactors.contrib.dashboard import _cluster_state
+
+        family = self._family
+        name = system.name
+        totals = self._observer.totals(max_age=0.0)
+        family.actors.labels(name).set(totals["actors"])
+        family.mailbox.labels(name).set(totals["mailbox"])
+        family.max_depth.labels(name).set(totals["max_mailbox"])
+        processed = self._observer.processed()
+        if processed > self._processed_seen:
+            family.processed.labels(name).inc(processed - self._processed_seen)
+        self._processed_seen = processed
+        cluster = self._observer.in_hub(_cluster_state, system)
+        if cluster is not None:
+            counts: dict[str, int] = {}
+            for m in cluster["members"]:
+                counts[m["status"]] = counts.get(m["status"], 0) + 1
+            for status in self._member_statuses | set(counts):
+                family.members.labels(name, status).set(counts.get(status, 0))
+            self._member_statuses |= set(counts)
+
+    def _forget(self) -> None:
+        # A terminated system has no live gauges; its counters keep their totals.
+        self._family.live.discard(self)
+        name = self.system.name
+        with _families_lock:
+            if self._family.names.get(name) is self:
+                del self._family.names[name]
+        for gauge in (self._family.actors, self._family.mailbox, self._family.max_depth):
+            try:
+                gauge.remove(name)
+            except KeyError:
+                pass
+        for status in self._member_statuses:
+            try:
+                self._family.members.remove(name, status)
+            except KeyError:
+                pass
+
+
+def metrics_app(registry: CollectorRegistry | None = None) -> Callable[..., Iterable[bytes]]:
+    """A WSGI app serving the metrics in Prometheus' text format.
+
+    ``registry`` None: the default registry, or with ``PROMETHEUS_MULTIPROC_DIR`` set a
+    fresh registry adding up every process's files (refreshing this process's gauges
+    first, so the worker that answers is never stale).
+    """
+    if registry is None and multiprocess_mode():
+        registry = CollectorRegistry()
+        # First this process's refresh (it writes to its files), then the files are read.
+        registry.register(_RefreshOnScrape(_family(REGISTRY)))
+        MultiProcessCollector(registry)
+    return make_wsgi_app(registry if registry is not None else REGISTRY)  # type: ignore[no-any-return]
