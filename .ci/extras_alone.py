@@ -162,7 +162,7 @@ def main(argv: list[str]) -> int:
         try:
             check(extra, SMOKES[extra])
         except subprocess.CalledProcessError as exc:
-            print(f"   {extra}: FAILED ({exc})")
+            print(f"   {extra}: FAILED (exit status {exc.returncode}; its output is above)")
             failed.append(extra)
     print(f"extras checked in {time.monotonic() - total:.1f} s; failed: {failed or 'none'}")
     return 1 if failed else 0
