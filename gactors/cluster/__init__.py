@@ -1,0 +1,12 @@
+"""gactors.cluster: actor systems in several processes, on Redis (SPEC section 17).
+
+Placeholder of the wire-format branch: CORE's module replaces it and re-exports
+:func:`register_message` from ``gactors.cluster._serialization``.
+"""
+
+from __future__ import annotations
+
+from gactors.cluster._serialization import register_message
+from gactors.exceptions import ActorNotFound, ClusterError, RemoteError, SerializationError
+
+__all__ = ["ActorNotFound", "ClusterError", "RemoteError", "SerializationError", "register_message"]
