@@ -541,6 +541,7 @@ class _Walker:
                 dispatch[cls] = g_message(number, _G_FIELDS[cls])
         dispatch[Status.Failure] = c_failure
         self.conv = conv
+        self.dispatch = dispatch
         self.items = items
         self.resolve = resolve
         self.encode = enc
@@ -572,10 +573,11 @@ def _find_unsupported(obj: Any, walker: _Walker, where: str, depth: int = 0) -> 
             if found:
                 return found
         return None
-    try:
-        walker.resolve(t)
-    except _Unsupported:
-        return f"{where} of type {_type_name(obj)}"
+    if t not in walker.dispatch:
+        try:
+            walker.resolve(t)
+        except _Unsupported:
+            return f"{where} of type {_type_name(obj)}"
     entry = _by_class.get(t)
     if entry is not None and entry.shape == "fields":
         for n in entry.names:
