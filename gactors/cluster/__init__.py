@@ -1,0 +1,1 @@
+"""gactors.cluster: placeholder for the Redis engine tests (CORE replaces it)."""
