@@ -38,6 +38,7 @@ its password masked.
 from __future__ import annotations
 
 import hashlib
+import inspect
 import json
 import logging
 import re
@@ -282,6 +283,20 @@ local cur = redis.call('HMGET', KEYS[1], 'owner', 'token')
 if not cur[1] then return false end
 return {cur[1], tonumber(cur[2]), redis.call('PTTL', KEYS[1])}
 """
+
+
+def _no_client_setinfo() -> dict[str, Any]:
+    """Connection options that skip the CLIENT SETINFO round trips on connect
+    (``driver_info`` since redis-py 7; ``lib_name``/``lib_version`` before)."""
+    params = inspect.signature(redis.connection.AbstractConnection.__init__).parameters
+    if "driver_info" in params:
+        return {"driver_info": None}
+    if "lib_name" in params:
+        return {"lib_name": None, "lib_version": None}
+    return {}
+
+
+_NO_CLIENT_SETINFO = _no_client_setinfo()
 
 
 class _Script:
@@ -770,9 +785,7 @@ class RedisBackend:
             retry_on_timeout=False,
             # RESP2: stable reply shapes across redis-py versions and servers.
             protocol=2,
-            # No CLIENT SETINFO round trips on connect.
-            lib_name=None,
-            lib_version=None,
+            **_NO_CLIENT_SETINFO,
         )
         return redis.Redis(connection_pool=pool)
 
