@@ -233,6 +233,24 @@ def test_send_is_one_round_trip_of_xadds_only(backend: RedisBackend, raw: redis.
     assert writes[0] == 2
 
 
+def test_an_error_reply_midway_leaves_the_connection_clean(
+    backend: RedisBackend, raw: redis.Redis
+) -> None:
+    raw.set(backend.inbox_key("bad"), "not a stream")  # XADD to it: WRONGTYPE
+    outbox, reader = backend.outbox(), backend.inbox_reader("n1")
+    with pytest.raises(BackendUnavailable, match="WRONGTYPE"):
+        outbox.send([("n1", b"1"), ("bad", b"2"), ("n1", b"3")])
+    # the replies after the error were never read: the next send must not see them
+    outbox.send([("n1", b"4")])
+    assert reader.read(1000, 10) == [b"1", b"3", b"4"]
+
+
+def test_large_and_binary_batches_arrive_intact(backend: RedisBackend) -> None:
+    big = bytes(range(256)) * 20_000  # 5 MB with every byte value, CR LF included
+    backend.outbox().send([("n1", b""), ("n1", big), ("n1", b"\r\n$3\r\n")])
+    assert backend.inbox_reader("n1").read(2000, 10) == [b"", big, b"\r\n$3\r\n"]
+
+
 def test_maxlen_trims_approximately(
     redis_url: str, make_backend: Callable[..., RedisBackend], raw: redis.Redis
 ) -> None:
