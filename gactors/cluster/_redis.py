@@ -43,8 +43,9 @@ import json
 import logging
 import re
 import uuid
+import weakref
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import gevent.queue
@@ -57,10 +58,15 @@ from gactors._threads import get_ident
 from gactors.cluster._seam import (
     STATUS_LEAVING,
     STATUS_UP,
+    Backend,
     BackendUnavailable,
     HeartbeatResult,
+    InboxReader,
+    LeaseStore,
     MemberRecord,
+    MembershipStore,
     MembershipView,
+    Outbox,
 )
 
 __all__ = ["RedisBackend", "mask_url"]
@@ -255,7 +261,7 @@ if redis.call('EXISTS', KEYS[2]) == 0 then
   redis.call('SET', KEYS[2], t[1] .. string.format('%06d', tonumber(t[2])))
 end
 local token = redis.call('INCR', KEYS[2])
-redis.call('HSET', KEYS[1], 'owner', ARGV[1], 'token', token)
+redis.call('HSET', KEYS[1], 'owner', ARGV[1], 'token', string.format('%.0f', token))
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return token
 """
@@ -784,7 +790,8 @@ class RedisBackend:
         base = f"{key_prefix}:{cluster_name}"
         self._inbox_prefix = f"{base}:inbox:"
         self._tag = "{" + base + "}"
-        self._children: list[Any] = []
+        # Weak: an object the node dropped closes with its garbage collection.
+        self._children: weakref.WeakSet[Any] = weakref.WeakSet()
         self._own = _Connections(self, socket_timeout=self.socket_timeout, max_connections=1)
         # Parse once now, so that a malformed URL fails here, not in the first call.
         try:
@@ -849,31 +856,38 @@ class RedisBackend:
         """Check that the server answers (and that the credentials are accepted)."""
         self._own.call("ping", lambda c: c.ping())
 
-    def outbox(self) -> _RedisOutbox:
+    def outbox(self) -> Outbox:
         """A new outbox (one connection)."""
         return self._adopt(_RedisOutbox(self))
 
-    def inbox_reader(self, node: str, max_block_ms: int = 5000) -> _RedisInboxReader:
+    def inbox_reader(self, node: str, max_block_ms: int = 5000) -> InboxReader:
         """A new reader of ``node``'s inbox (one connection; blocks up to
         ``max_block_ms`` per read)."""
         return self._adopt(_RedisInboxReader(self, node, max_block_ms))
 
-    def membership(self) -> _RedisMembershipStore:
+    def membership(self) -> MembershipStore:
         """A new membership store (one connection per thread that uses it)."""
         return self._adopt(_RedisMembershipStore(self))
 
-    def leases(self, max_connections: int = 4) -> _RedisLeaseStore:
+    def leases(self, max_connections: int = 4) -> LeaseStore:
         """A new lease store; its pool may be shared by up to ``max_connections``
         greenlets of one thread."""
         return self._adopt(_RedisLeaseStore(self, max_connections))
 
     def _adopt(self, child: _T) -> _T:
-        self._children.append(child)
+        self._children.add(child)
         return child
 
     def close(self) -> None:
         """Close this backend's connection and those of every object it made."""
-        children, self._children = self._children, []
+        children = list(self._children)
+        self._children.clear()
         for child in children:
             child.close()
         self._own.close()
+
+
+if TYPE_CHECKING:
+    # mypy checks here that the engine has the seam's shape.
+    def _conforms(backend: RedisBackend) -> Backend:
+        return backend

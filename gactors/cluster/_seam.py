@@ -280,8 +280,11 @@ class Backend(Protocol):
         """A new :class:`Outbox` (for the flusher greenlet)."""
         ...
 
-    def inbox_reader(self, node: str) -> InboxReader:
-        """A new :class:`InboxReader` of ``node``'s inbox (for the reader greenlet)."""
+    def inbox_reader(self, node: str, max_block_ms: int = 5000) -> InboxReader:
+        """A new :class:`InboxReader` of ``node``'s inbox (for the reader greenlet).
+
+        Its reads may block up to ``max_block_ms``; its socket timeout is set above
+        that, so a longer silence is a dead connection (``BackendUnavailable``)."""
         ...
 
     def membership(self) -> MembershipStore:
@@ -289,8 +292,10 @@ class Backend(Protocol):
         OS thread in a monkey-patched process)."""
         ...
 
-    def leases(self) -> LeaseStore:
-        """A new :class:`LeaseStore`."""
+    def leases(self, max_connections: int = 4) -> LeaseStore:
+        """A new :class:`LeaseStore`. Unlike the other objects it may be shared by
+        up to ``max_connections`` greenlets of one thread (a singleton or shard
+        manager renewing many leases); more wait for a free connection."""
         ...
 
     def close(self) -> None:

@@ -767,7 +767,8 @@ def test_membership_store_from_a_real_os_thread(backend: RedisBackend) -> None:
     ages = {m.node: m.last_heartbeat_age_ms for m in observer.view().members}
     assert done.acquire(True, 20), "the heartbeat thread hung"
     assert results == [[False] * 8], results
-    assert ages["n1"] < 300, ages  # beaten while the hub slept
+    # beaten while the hub slept (without the thread it would be >= 600 ms)
+    assert ages["n1"] < 550, ages
     # and the same store still works on the hub thread afterwards
     assert not store.heartbeat("n1", 100, 5000).self_removed
     store.close()
