@@ -1,8 +1,4 @@
-"""gactors.cluster: actor systems in several processes, on Redis (SPEC section 17).
-
-Placeholder of the wire-format branch: CORE's module replaces it and re-exports
-:func:`register_message` from ``gactors.cluster._serialization``.
-"""
+"""gactors.cluster: actor systems in several processes, on Redis (SPEC section 17)."""
 
 from __future__ import annotations
 
