@@ -641,7 +641,7 @@ class ClusterNode:
         """``(address, path without address, uid)`` of ``ref``."""
         t = type(ref)
         if t is RemoteActorRef:
-            return (ref._node.address_str, ref._rpath, ref._uid)  # type: ignore[attr-defined]
+            return (ref._addr, ref._rpath, ref._uid)  # type: ignore[attr-defined]
         if t is PromiseRef:
             # Exported so that a reply to /temp/$uid finds it; weakly, so a forgotten
             # ask costs nothing (a late reply is a dead letter).
