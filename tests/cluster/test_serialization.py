@@ -108,9 +108,14 @@ def system() -> Iterator[ActorSystem]:
     assert s.when_terminated.done()
 
 
+# The refs of the module's system, also for hypothesis strategies built at import time.
+REFS: list[ActorRef] = []
+
+
 @pytest.fixture(scope="module")
 def refs(system: ActorSystem) -> list[ActorRef]:
-    return [system.actor_of(Props(Idle), f"a{i}") for i in range(3)]
+    REFS[:] = [system.actor_of(Props(Idle), f"a{i}") for i in range(3)]
+    return REFS
 
 
 @pytest.fixture
@@ -267,27 +272,33 @@ def test_nan(codec: WireCodec) -> None:
     assert math.isnan(roundtrip(codec, float("nan")))
 
 
-hashables = st.recursive(
-    st.none()
-    | st.booleans()
-    | st.integers()
-    | st.floats(allow_nan=False)
-    | st.text()
-    | st.binary(),
-    lambda inner: st.tuples(inner, inner) | st.frozensets(inner, max_size=3),
-    max_leaves=8,
+SCALAR_STRATEGY = (
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text() | st.binary()
 )
-values = st.recursive(
-    hashables,
-    lambda inner: (
-        st.lists(inner, max_size=4)
-        | st.lists(inner, max_size=4).map(tuple)
-        | st.dictionaries(hashables, inner, max_size=4)
-        | st.sets(hashables, max_size=4)
-        | st.frozensets(hashables, max_size=4)
-    ),
-    max_leaves=12,
-)
+
+
+def nested(leaves: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    """Any nesting of the SPEC's container types over ``leaves`` (keys and set elements
+    hashable: leaves, tuples and frozensets of them)."""
+    hashables = st.recursive(
+        leaves,
+        lambda inner: st.tuples(inner, inner) | st.frozensets(inner, max_size=3),
+        max_leaves=8,
+    )
+    return st.recursive(
+        hashables,
+        lambda inner: (
+            st.lists(inner, max_size=4)
+            | st.lists(inner, max_size=4).map(tuple)
+            | st.dictionaries(hashables, inner, max_size=4)
+            | st.sets(hashables, max_size=4)
+            | st.frozensets(hashables, max_size=4)
+        ),
+        max_leaves=12,
+    )
+
+
+values = nested(SCALAR_STRATEGY)
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -327,6 +338,17 @@ def test_refs_at_any_depth(codec: WireCodec, refs: list[ActorRef]) -> None:
     assert back["status"].value[0] is a
     assert back[(a, "key")].by is c
     assert roundtrip(codec, a) is a
+
+
+values_with_refs = nested(SCALAR_STRATEGY | st.integers(0, 2).map(lambda i: REFS[i]))
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(message=values_with_refs)
+def test_refs_at_any_depth_property(refs: list[ActorRef], message: Any) -> None:
+    for serializer in (MsgpackSerializer(), PickleSerializer()):
+        codec = WireCodec(serializer, DictRefCodec(), 1 << 20)
+        assert same(roundtrip(codec, message), message)
 
 
 def test_a_ref_in_a_bad_triple_or_unknown_is_a_wire_error(codec: WireCodec) -> None:
@@ -813,3 +835,14 @@ def test_create_resolves_names(ref_codec: DictRefCodec) -> None:
     assert WireCodec.create("pickle", ref_codec, MAX).serializer_id == 2
     with pytest.raises(ValueError, match="max_message_size"):
         WireCodec(MsgpackSerializer(), ref_codec, 0)
+
+
+def test_nesting_too_deep_for_the_receiver_is_a_wire_error(codec: WireCodec) -> None:
+    inner = msgspec.msgpack.encode(1)
+    for _ in range(3000):  # tuples in tuples: each level is a decoder callback
+        inner = msgspec.msgpack.encode(Ext(1, msgspec.msgpack.encode([msgspec.Raw(inner)])))
+    with pytest.raises(WireError, match="RecursionError"):
+        codec.decode_message(1, inner)
+    arrays = b"\x91" * 60_000 + b"\x01"  # plain arrays in arrays
+    with pytest.raises(WireError, match="RecursionError"):
+        codec.decode_message(1, arrays)
