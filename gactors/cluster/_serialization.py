@@ -38,6 +38,19 @@ inbox costs a warning and a dead letter, nothing more.
 
 **pickle** (:class:`PickleSerializer`) is for trusted networks only, never the default:
 a node decodes a pickle payload only when ``"pickle"`` is its configured serializer.
+
+**How a node uses it** (one :class:`WireCodec` per node)::
+
+    codec = WireCodec.create(settings.serializer, ref_codec, settings.max_message_size)
+    # tell time, in the hub: SerializationError goes to the caller, nothing is sent
+    record = codec.user_record("/user/a", uid, message, sender)
+    record = codec.system_record("/user/a", uid, Watch(watchee, watcher))
+    # flush: one stream entry per element, each within max_message_size
+    entries = codec.encode_batches(pending)
+    # arrival: a WireError costs a warning and a dead letter, the reader goes on
+    for record in codec.decode_batch(entry):
+        message = codec.decode_record(record)  # user message or SystemMessage
+        sender = codec.sender_from_wire(record.sender)
 """
 
 from __future__ import annotations
