@@ -285,14 +285,16 @@ def nested(leaves: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
         lambda inner: st.tuples(inner, inner) | st.frozensets(inner, max_size=3),
         max_leaves=8,
     )
+    # deferred: the same strategy with a short repr (hypothesis warns about long ones)
+    keys = st.deferred(lambda: hashables)
     return st.recursive(
-        hashables,
+        keys,
         lambda inner: (
             st.lists(inner, max_size=4)
             | st.lists(inner, max_size=4).map(tuple)
-            | st.dictionaries(hashables, inner, max_size=4)
-            | st.sets(hashables, max_size=4)
-            | st.frozensets(hashables, max_size=4)
+            | st.dictionaries(keys, inner, max_size=4)
+            | st.sets(keys, max_size=4)
+            | st.frozensets(keys, max_size=4)
         ),
         max_leaves=12,
     )
