@@ -8,11 +8,14 @@ its paths, without a second node).
 from __future__ import annotations
 
 import dataclasses
+import datetime
+import decimal
 import enum
 import math
 import pickle
 import re
 import sys
+import uuid
 from collections.abc import Iterator
 from typing import Any, NamedTuple
 
@@ -263,7 +266,22 @@ CONTAINERS: list[Any] = [
 ]
 
 
-@pytest.mark.parametrize("message", SCALARS + CONTAINERS, ids=repr)
+UTC_PLUS_2 = datetime.timezone(datetime.timedelta(hours=2))
+STDLIB_VALUES: list[Any] = [
+    datetime.datetime(2024, 2, 29, 23, 59, 59, 999999),
+    datetime.datetime(2024, 1, 1, 12, tzinfo=UTC_PLUS_2),
+    datetime.date(2024, 2, 29),
+    datetime.time(1, 2, 3, 4),
+    datetime.time(1, 2, tzinfo=UTC_PLUS_2),
+    datetime.timedelta(days=-3, microseconds=5),
+    uuid.UUID("12345678-1234-5678-1234-567812345678"),
+    decimal.Decimal("1.10"),
+    decimal.Decimal("-1E+30"),
+    {datetime.date(2024, 1, 1): [uuid.UUID(int=1)]},
+]
+
+
+@pytest.mark.parametrize("message", SCALARS + CONTAINERS + STDLIB_VALUES, ids=repr)
 def test_builtin_types_arrive_as_the_same_type(codec: WireCodec, message: Any) -> None:
     assert same(roundtrip(codec, message), message)
 
@@ -273,7 +291,18 @@ def test_nan(codec: WireCodec) -> None:
 
 
 SCALAR_STRATEGY = (
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text() | st.binary()
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False)
+    | st.text()
+    | st.binary()
+    | st.datetimes()
+    | st.dates()
+    | st.times()
+    | st.timedeltas()
+    | st.uuids()
+    | st.decimals(allow_nan=False)
 )
 
 
@@ -734,6 +763,9 @@ def encode_ext(code: int, inner: Any) -> bytes:
         (encode_ext(4, [[1], 2]), "unhashable"),
         (encode_ext(2, [[1]]), "unhashable"),
         (msgspec.msgpack.encode(Ext(100, b"")), "unknown msgpack extension type 100"),
+        (encode_ext(10, [99, "x"]), "unknown standard-library value"),
+        (encode_ext(10, [0, "not a date"]), "bad datetime value"),
+        (encode_ext(10, [4, b"short"]), "bad UUID value"),
         (encode_ext(8, [f"{__name__}.Color", "blue"]), "not a valid"),
         (encode_ext(8, [f"{__name__}.OutOfStock", "notatuple", None]), "expected"),
     ],
