@@ -88,6 +88,19 @@ class Echo(Actor):
         self.sender.tell(("echo", m))
 
 
+class Sink(Actor):
+    """Counts what it gets; ``("count",)`` answers ``("count", n)``."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def receive(self, m: Any) -> None:
+        if type(m) is tuple and m == ("count",):
+            self.sender.tell(("count", self.count))
+        else:
+            self.count += 1
+
+
 class Watcher(Actor):
     """``("watch", ref)`` watches ``ref``; each ``Terminated`` becomes a JSON line."""
 
@@ -134,7 +147,8 @@ def _main() -> None:
         c = cmd["cmd"]
         try:
             if c == "spawn":
-                ref = system.actor_of(Props(Echo), cmd["name"])
+                kind = Sink if cmd.get("kind") == "sink" else Echo
+                ref = system.actor_of(Props(kind), cmd["name"])
                 emit({"ok": True, "path": str(ref.path)})
             elif c == "stop":
                 ref = system.lookup(f"/user/{cmd['name']}")
@@ -155,6 +169,13 @@ def _main() -> None:
             elif c == "ask":
                 reply = system.actor_selection(cmd["path"]).ask(cmd["message"], timeout=5.0)
                 emit({"ok": True, "reply": repr(reply)})
+            elif c == "block":
+                # Blocks the hub with unpatched code (what a C extension or a
+                # deadlock would do): nothing of gevent runs meanwhile.
+                from gevent import monkey
+
+                monkey.get_original("time", "sleep")(float(cmd["seconds"]))
+                emit({"ok": True})
             elif c == "tell":
                 system.actor_selection(cmd["path"]).tell(cmd["message"], None)
                 emit({"ok": True})
