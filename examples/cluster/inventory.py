@@ -16,10 +16,9 @@ import sys
 from typing import Any
 
 from gevent.fileobject import FileObject
+from settings import cluster_settings
 
 from gactors import Actor, ActorSystem, Props, Status
-
-from settings import cluster_settings
 
 
 class Inventory(Actor):

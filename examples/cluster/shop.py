@@ -17,10 +17,10 @@ import sys
 import time
 from typing import Any
 
+from settings import cluster_settings
+
 from gactors import Actor, ActorRef, ActorSystem, Props, Terminated
 from gactors.cluster import Cluster, MemberRemoved, RemoteError
-
-from settings import cluster_settings
 
 
 class Watcher(Actor):

@@ -19,7 +19,6 @@ if __name__ == "__main__":
 
     monkey.patch_all()
 
-# ruff: noqa: E402
 import json
 import os
 import signal
@@ -44,8 +43,6 @@ class Order:
 
     item: str
     qty: int
-
-
 
 
 def emit(obj: dict[str, Any]) -> None:
@@ -183,9 +180,7 @@ def _main() -> None:
                 emit(
                     {
                         "ok": True,
-                        "members": [
-                            [str(m.address), m.status] for m in Cluster(system).members
-                        ],
+                        "members": [[str(m.address), m.status] for m in Cluster(system).members],
                     }
                 )
             elif c == "leave":

@@ -7,6 +7,7 @@ The failure detector runs with short settings (``FAST``); time bounds are genero
 
 from __future__ import annotations
 
+import logging
 import signal
 import subprocess
 import sys
@@ -26,7 +27,7 @@ from gactors.testkit import TestProbe, dilated
 pytest.importorskip("redis")
 pytest.importorskip("msgspec")
 
-from gactors.cluster import (  # noqa: E402
+from gactors.cluster import (
     ActorNotFound,
     Address,
     Cluster,
@@ -41,7 +42,7 @@ from gactors.cluster import (  # noqa: E402
     UnreachableMember,
 )
 
-from ._nodeproc import NodeProc, Order  # noqa: E402
+from ._nodeproc import NodeProc, Order
 
 pytestmark = [pytest.mark.timeout(120)]
 
@@ -106,7 +107,9 @@ def two(world: World) -> tuple[World, NodeProc]:
     return world, world.spawn_node()
 
 
-def wait_member(system: ActorSystem, address: str, present: bool = True, timeout: float = 10.0) -> None:
+def wait_member(
+    system: ActorSystem, address: str, present: bool = True, timeout: float = 10.0
+) -> None:
     deadline = time.monotonic() + dilated(timeout)
     while time.monotonic() < deadline:
         addrs = {str(m.address) for m in Cluster(system).members}
@@ -274,7 +277,7 @@ def test_selection_identify_and_not_found(two: tuple[World, NodeProc]) -> None:
 def test_serialization_errors_at_tell_time(two: tuple[World, NodeProc]) -> None:
     world, node = two
     echo = world.system.actor_selection(node.path("echo")).resolve_one(10.0)
-    with pytest.raises(SerializationError, match="function|lambda"):
+    with pytest.raises(SerializationError, match=r"function|lambda"):
         echo.tell(lambda: 1)
     with pytest.raises(SerializationError, match="NotRegistered"):
         echo.tell(NotRegistered(1))
@@ -393,8 +396,11 @@ def test_sigkill_terminates_watched_actors_within_the_bound(world: World) -> Non
     assert all(t.existence_confirmed and t.address_terminated for t in got.values())
     assert str(removed.member.address) == node.address
     # SIGKILL comes at most one beat after the last heartbeat
-    print(f"SIGKILL -> Terminated(address_terminated) in {elapsed:.2f} s "
-          f"(bound {DETECTION_BOUND} s + one beat)")
+    logging.getLogger(__name__).warning(
+        "SIGKILL -> Terminated(address_terminated) in %.2f s (bound %.1f s + one beat)",
+        elapsed,
+        DETECTION_BOUND,
+    )
     assert elapsed <= DETECTION_BOUND + FAST["heartbeat_interval"] + SLACK
     # sending to the removed node is a dead letter on this node
     dl = world.probe()

@@ -14,7 +14,7 @@ from gactors.contrib.gunicorn import GunicornHooks
 from gactors.testkit import dilated
 
 pytest.importorskip("redis")
-from gactors.cluster import Cluster  # noqa: E402
+from gactors.cluster import Cluster
 
 
 class _Worker:
@@ -35,7 +35,9 @@ def _wait(cond: Any, timeout: float) -> bool:
     return False
 
 
-def test_downed_node_makes_the_worker_exit(redis_url: str, caplog: pytest.LogCaptureFixture) -> None:
+def test_downed_node_makes_the_worker_exit(
+    redis_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
     name = f"g{uuid.uuid4().hex[:8]}"
     cfg = {"url": redis_url, "heartbeat_interval": 0.2, "unreachable_after": 1.0, "down_after": 2.0}
     hooks = GunicornHooks(lambda: ActorSystem(name, config={"cluster": cfg}), route_logs=False)
