@@ -840,6 +840,10 @@ class ClusterNode:
                 self._self_downed()
         elif node in self._members:
             self._publish(self._member_removed(node))
+        else:
+            # Not seen in a view yet: quarantined all the same.
+            self._removed.add(node)
+            self._remote_refs.clear()
         return bool(removed)
 
     def _call_store(self, fn: Callable[[Any], Any]) -> Any:

@@ -497,3 +497,89 @@ def test_terminate_leaves_gracefully(redis_url: str) -> None:
     finally:
         b_sys.terminate()
         a.close()
+
+
+def test_messages_from_a_removed_node_are_quarantined(redis_url: str) -> None:
+    name = _name()
+    cfg_a = {
+        "url": redis_url,
+        "heartbeat_interval": 1.0,
+        "unreachable_after": 5.0,
+        "down_after": 10.0,
+    }
+    # b beats rarely: after it was downed it keeps sending for a while, unaware
+    cfg_b = {
+        "url": redis_url,
+        "heartbeat_interval": 4.0,
+        "unreachable_after": 8.0,
+        "down_after": 16.0,
+    }
+    a = ActorSystem(name, config={"cluster": cfg_a})
+    b = ActorSystem(name, config={"cluster": cfg_b})
+    try:
+        target = TestProbe(a)
+        b_probe = TestProbe(b)
+        path = str(target.ref.path)
+        b.actor_selection(path).tell("before", b_probe.ref)
+        target.expect_msg("before", timeout=5)
+        dead = TestProbe(a)
+        a.event_stream.subscribe(dead.ref, DeadLetter)
+        assert Cluster(a).down(b.address) is True
+        b.actor_selection(path).tell("after", b_probe.ref)
+        dl = dead.fish_for_message(lambda m: isinstance(m, DeadLetter) and m.message == "after", 5)
+        assert str(dl.recipient.path) == path
+        target.expect_no_message(0.3)
+        # b finds out at its next heartbeat and terminates itself
+        assert b.await_termination(15)
+        assert "removed from the cluster" in (b._cluster_node.termination_reason or "")
+    finally:
+        b.terminate()
+        a.terminate()
+        a.await_termination(10)
+
+
+def _in_thread(fn: Any) -> Any:
+    """Run ``fn`` in a real OS thread; its result (or exception) once it finished."""
+    from gactors._threads import allocate_lock, start_new_thread
+
+    box: list[Any] = []
+    done = allocate_lock()
+    done.acquire()
+
+    def run() -> None:
+        try:
+            box.append(fn())
+        except BaseException as e:
+            box.append(e)
+        finally:
+            done.release()
+
+    start_new_thread(run, ())
+    deadline = time.monotonic() + dilated(15)
+    while not done.acquire(False):
+        assert time.monotonic() < deadline, "the thread never finished"
+        time.sleep(0.02)
+    return box[0]
+
+
+def test_tell_and_down_from_a_foreign_thread(two: tuple[World, NodeProc]) -> None:
+    world, node = two
+    system = world.system
+    echo = system.actor_selection(node.path("echo")).resolve_one(10.0)
+    probe = world.probe()
+
+    def tells() -> Any:
+        for i in range(20):
+            echo.tell(("thread", i), probe.ref)
+        try:
+            echo.tell(lambda: 0, None)
+        except SerializationError as e:
+            return e
+        return None
+
+    assert isinstance(_in_thread(tells), SerializationError)
+    assert [probe.receive_one(10) for _ in range(20)] == [
+        ("echo", ("thread", i)) for i in range(20)
+    ]
+    assert _in_thread(lambda: Cluster(system).down(node.address)) is True
+    assert node.wait_for("terminated", 15) is not None
