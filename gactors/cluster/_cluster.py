@@ -113,15 +113,16 @@ class Cluster:
             raise ValueError(f"{address} is not a node of the cluster {self._system.name!r}")
         node = self._node
         system = self._system
+        target: str = address.node
         if system._tid == _ident() and getcurrent() is not system._hub:
-            return node.down(address.node)
+            return node.down(target)
         # From the hub greenlet or a foreign thread: the store's round trip runs in a
         # greenlet of the hub's thread; the caller waits for its outcome.
         fut: Future[bool] = Future(system._hub, system._tid)
 
         def run() -> None:
             try:
-                fut._set_result(node.down(address.node))
+                fut._set_result(node.down(target))
             except BaseException as e:
                 fut._set_exception(e)
 
