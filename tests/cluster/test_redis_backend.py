@@ -397,6 +397,19 @@ def test_epoch_loss_after_flushall_means_self_removed(
     assert new and new != old
 
 
+def test_scripts_are_reloaded_after_the_server_forgot_them(
+    backend: RedisBackend, raw: redis.Redis
+) -> None:
+    store, leases = backend.membership(), backend.leases()
+    store.join("n1", [])
+    raw.script_flush()  # as after a restart or a failover
+    assert not store.heartbeat("n1", 1000, 2000).self_removed
+    raw.script_flush()
+    assert [m.node for m in store.view().members] == ["n1"]
+    raw.script_flush()
+    assert leases.acquire("l", "me", 1000) is not None
+
+
 def test_tombstones_are_trimmed_by_count(
     redis_url: str, make_backend: Callable[..., RedisBackend]
 ) -> None:
