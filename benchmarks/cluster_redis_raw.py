@@ -8,6 +8,7 @@ one JSON object per figure:
 * ``heartbeat``: client round trips and server commands per membership heartbeat
   (the idle cost of a node), and its latency;
 * ``outbox_send``: entries/s of ``Outbox.send`` with pipelines of 100 entries;
+* ``redis_py_pipeline``: the same through redis-py's own pipeline (the baseline);
 * ``echo``: round trip of an entry to a second process and back
   (``XADD`` -> ``XREAD`` -> ``XADD`` -> ``XREAD``), p50/p99 over many trips.
 
@@ -98,6 +99,32 @@ def bench_send(url: str, entries: int, batch_bytes: int) -> dict[str, Any]:
     }
 
 
+def bench_redis_py_pipeline(url: str, entries: int, batch_bytes: int) -> dict[str, Any]:
+    """The same XADDs through redis-py's own pipeline, for comparison."""
+    client = redis.Redis.from_url(url)
+    prefix = f"bench{uuid.uuid4().hex[:6]}:inbox:"
+    payload = b"x" * batch_bytes
+
+    def one() -> None:
+        pipe = client.pipeline(transaction=False)
+        for i in range(100):
+            pipe.xadd(f"{prefix}n{i % 4}", {"d": payload}, maxlen=100_000, approximate=True)
+        pipe.execute()
+
+    one()
+    start = time.perf_counter()
+    for _ in range(entries // 100):
+        one()
+    elapsed = time.perf_counter() - start
+    client.close()
+    return {
+        "figure": "redis_py_pipeline",
+        "pipeline": 100,
+        "entry_bytes": batch_bytes,
+        "entries_per_s": round(entries / elapsed),
+    }
+
+
 def echo_peer(url: str, cluster: str, trips: int) -> None:
     """The second process: return every entry of inbox ``b`` to inbox ``a``."""
     backend = RedisBackend(url, cluster)
@@ -163,6 +190,7 @@ def main() -> int:
         for result in (
             bench_heartbeat(url, args.beats),
             bench_send(url, args.entries, args.entry_bytes),
+            bench_redis_py_pipeline(url, args.entries, args.entry_bytes),
             bench_echo(url, args.trips),
         ):
             sys.stdout.write(json.dumps(result) + "\n")
