@@ -33,7 +33,7 @@ from typing import Any
 
 import redis
 
-from gactors.cluster._redis import RedisBackend
+from gactors.cluster._redis import _GET_CONNECTION_ARGS, RedisBackend
 from gactors.testkit._redis_server import RedisServer
 
 
@@ -49,7 +49,7 @@ def bench_heartbeat(url: str, beats: int) -> dict[str, Any]:
     store.heartbeat("n0", 5000, 10000)  # connect first
     writes = [0]
     pool = store._conn.client().connection_pool
-    conn = pool.get_connection()
+    conn = pool.get_connection(*_GET_CONNECTION_ARGS)
     pool.release(conn)
     original = conn.send_packed_command
 
