@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import shutil
+import signal
 import subprocess
 import time
 import uuid
@@ -582,6 +584,65 @@ def test_a_crashed_and_restarted_persistent_server_keeps_the_membership(
             store.view()  # the old connection is dead: this one may fail
         beat = store.heartbeat("n1", 1000, 10000)
         assert not beat.self_removed and beat.view.epoch == epoch
+
+
+def test_a_stalled_server_is_noticed_within_the_socket_timeout(
+    redis_server: RedisServer, make_backend: Callable[..., RedisBackend]
+) -> None:
+    """A server that stops answering (SIGSTOP: like a half-open connection or a
+    stalled Redis) costs a bounded wait, never a hang; afterwards calls work again."""
+    backend = make_backend(redis_server.url, socket_timeout=0.5)
+    store = backend.membership()
+    store.join("n1", [])
+    reader = backend.inbox_reader("n1", max_block_ms=300)  # socket timeout 0.8 s
+    outbox = backend.outbox()
+    reader.read(50, 10)
+    outbox.send([("n1", b"x")])
+    pid = redis_server.pid
+    assert pid is not None
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        for what, call in (
+            ("heartbeat", lambda: store.heartbeat("n1", 1000, 60000)),
+            ("read", lambda: reader.read(300, 10)),
+            ("send", lambda: outbox.send([("n1", b"y")])),
+        ):
+            start = time.monotonic()
+            with pytest.raises(BackendUnavailable, match=what):
+                call()
+            assert time.monotonic() - start < 5.0, what
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    # the stalled connections were dropped: the next calls use fresh ones
+    assert not store.heartbeat("n1", 1000, 60000).self_removed
+    outbox.send([("n1", b"z")])
+    got: list[bytes] = []
+    for _ in range(10):
+        got += reader.read(300, 10)
+        if b"z" in got:
+            break
+    assert got[-1] == b"z" and b"x" in got
+
+
+def test_closing_the_backend_closes_every_connection(
+    redis_url: str, make_backend: Callable[..., RedisBackend], raw: redis.Redis
+) -> None:
+    def clients() -> int:
+        return int(raw.info("clients")["connected_clients"])
+
+    before = clients()
+    backend = make_backend(redis_url)
+    calls = _all_calls(backend)
+    for call in calls.values():
+        call()
+    assert clients() >= before + 5
+    backend.close()
+    deadline = time.monotonic() + 5
+    while clients() > before and time.monotonic() < deadline:
+        gevent.sleep(0.05)
+    assert clients() == before
+    with pytest.raises(RuntimeError, match="after close"):
+        calls["send"]()
 
 
 def test_unreachable_port_fails_within_the_connect_timeout(
