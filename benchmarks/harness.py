@@ -365,7 +365,7 @@ def _tail(text: str, lines: int = 25) -> str:
 
 def run_one(rt: Runtime, workload: str, rnd: int, quick: bool, timeout: float) -> Run:
     """Run one workload of one implementation in a fresh subprocess."""
-    n, per = ALL_WORKLOADS[workload].counts(quick)
+    n, per = ALL_WORKLOADS[workload].counts(quick, rt.impl.n.get(workload))
     cmd = [
         rt.python,
         str(BENCH_DIR / rt.impl.worker),
