@@ -251,7 +251,7 @@ def schedule(impl_names: list[str], workload_names: list[str]) -> list[tuple[str
             continue
         tasks.extend((i, w) for i in impl_names if i not in LIMIT_IMPLS and w in IMPLS[i].workloads)
         ref = RAW_REFERENCE.get(w)
-        if ref and ref[0] in impl_names and ref[1] in workload_names and ref not in done_raw:
+        if ref and ref[0] in impl_names and ref not in done_raw:
             tasks.append(ref)
             done_raw.add(ref)
     for w in workload_names:
