@@ -181,6 +181,13 @@ class ActorCell(Children, DeathWatch, FaultHandling, ReceiveTimeout):
         if type(sender) is PromiseRef:
             # The asker learns of the failure at once instead of timing out.
             sender._fail_from_target(exc)
+        elif sender is not None and type(sender) is not LocalActorRef:
+            # A remote asker's promise (a cluster ref to another node's /temp path)
+            # learns of it too: the ref sends it a Status.Failure. Refs that are not
+            # promises have no such method.
+            fail = getattr(sender, "_fail_from_target", None)
+            if fail is not None:
+                fail(exc)
         self.failed_message = message
         self.handle_invoke_failure(exc)
 

@@ -7,7 +7,7 @@ from typing import Final
 
 from gactors.exceptions import InvalidActorNameException
 
-__all__ = ["ActorPath", "validate_name"]
+__all__ = ["ActorPath", "Address", "validate_name"]
 
 # The characters of RFC 2396 that need no escaping in a URI path segment, plus %XX
 # escapes: the same rule as Akka's ActorPath.ElementRegex. "$" may not come first
@@ -40,26 +40,106 @@ def validate_name(name: object) -> str:
     return name
 
 
+class Address:
+    """Where an actor system lives: ``Address("shop", "n1")`` is ``gactors://shop@n1``.
+
+    ``node`` is None for a system without a cluster (``gactors://shop``); in a cluster
+    it is the node id, unique per process incarnation. Equal and hashed by
+    ``(system, node)``.
+    """
+
+    __slots__ = ("_str", "node", "system")
+
+    system: str
+    node: str | None
+
+    def __init__(self, system: str, node: str | None = None) -> None:
+        object.__setattr__(self, "system", system)
+        object.__setattr__(self, "node", node)
+        object.__setattr__(
+            self, "_str", f"gactors://{system}" if node is None else f"gactors://{system}@{node}"
+        )
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"Address is immutable (cannot set {name!r})")
+
+    @property
+    def has_node(self) -> bool:
+        """True for a cluster node's address."""
+        return self.node is not None
+
+    def __str__(self) -> str:
+        return self._str  # type: ignore[no-any-return]
+
+    def __repr__(self) -> str:
+        return f"Address({self.system!r}, {self.node!r})"
+
+    def __eq__(self, other: object) -> bool:
+        if self is other:
+            return True
+        if not isinstance(other, Address):
+            return NotImplemented
+        return self.system == other.system and self.node == other.node
+
+    def __hash__(self) -> int:
+        return hash((self.system, self.node))
+
+    def __reduce__(self) -> tuple[type[Address], tuple[str, str | None]]:
+        return (Address, (self.system, self.node))
+
+    @classmethod
+    def parse(cls, text: str) -> Address:
+        """Parse ``gactors://shop`` or ``gactors://shop@n1`` (ValueError if malformed)."""
+        if not isinstance(text, str) or not text.startswith("gactors://"):
+            raise ValueError(f"an address must start with 'gactors://': {text!r}")
+        rest = text[len("gactors://") :]
+        system, at, node = rest.partition("@")
+        if not system or "/" in rest or (at and not node):
+            raise ValueError(f"malformed address {text!r}")
+        return cls(system, node if at else None)
+
+
 class ActorPath:
     """The unique, hierarchical address of an actor, such as ``gactors://app/user/a/b``.
 
-    Paths are immutable and compare by their text.
+    In a cluster the path carries the node's :class:`Address`
+    (``gactors://app@node/user/a``). Paths are immutable and compare by their text.
     """
 
-    __slots__ = ("_elements", "_hash", "_parent", "_str", "_system")
+    __slots__ = ("_elements", "_hash", "_node", "_parent", "_str", "_system")
 
     def __init__(
-        self, system: str, elements: tuple[str, ...] = (), parent: ActorPath | None = None
+        self,
+        system: str,
+        elements: tuple[str, ...] = (),
+        parent: ActorPath | None = None,
+        node: str | None = None,
     ):
         self._system = system
         self._elements = elements
         self._parent = parent
+        self._node = node
         self._str: str | None = None
         self._hash: int | None = None
 
     def child(self, name: str) -> ActorPath:
         """The path of a child called ``name``."""
-        return ActorPath(self._system, (*self._elements, name), self)
+        return ActorPath(self._system, (*self._elements, name), self, self._node)
+
+    @property
+    def address(self) -> Address:
+        """The :class:`Address` of the system this path belongs to."""
+        return Address(self._system, self._node)
+
+    @property
+    def node(self) -> str | None:
+        """The node id of the address (None without a cluster)."""
+        return self._node
+
+    @property
+    def path_str(self) -> str:
+        """The path without its address, e.g. ``"/user/a"``."""
+        return "/" + "/".join(self._elements)
 
     @property
     def name(self) -> str:
@@ -73,7 +153,7 @@ class ActorPath:
             return self._parent
         if not self._elements:
             return self
-        self._parent = ActorPath(self._system, self._elements[:-1])
+        self._parent = ActorPath(self._system, self._elements[:-1], None, self._node)
         return self._parent
 
     @property
@@ -84,7 +164,7 @@ class ActorPath:
     @property
     def root(self) -> ActorPath:
         """The root path ``gactors://<system>/``."""
-        return ActorPath(self._system)
+        return ActorPath(self._system, (), None, self._node)
 
     @property
     def system_name(self) -> str:
@@ -97,7 +177,10 @@ class ActorPath:
     def __str__(self) -> str:
         s = self._str
         if s is None:
-            s = self._str = f"gactors://{self._system}/" + "/".join(self._elements)
+            node = self._node
+            s = self._str = (
+                f"gactors://{self._system}/" if node is None else f"gactors://{self._system}@{node}/"
+            ) + "/".join(self._elements)
         return s
 
     def __repr__(self) -> str:
@@ -108,30 +191,42 @@ class ActorPath:
             return True
         if not isinstance(other, ActorPath):
             return NotImplemented
-        return self._system == other._system and self._elements == other._elements
+        return (
+            self._elements == other._elements
+            and self._system == other._system
+            and self._node == other._node
+        )
 
     def __hash__(self) -> int:
         h = self._hash
         if h is None:
-            h = self._hash = hash((self._system, self._elements))
+            h = self._hash = hash((self._system, self._elements, self._node))
         return h
 
     def __lt__(self, other: ActorPath) -> bool:
         return str(self) < str(other)
 
     @classmethod
-    def parse(cls, text: str, system: str) -> ActorPath:
-        """Parse ``gactors://<system>/user/a`` or ``/user/a`` (relative to ``system``)."""
+    def parse(cls, text: str, system: str, node: str | None = None) -> ActorPath:
+        """Parse ``gactors://<system>/user/a``, ``gactors://<system>@<node>/user/a`` or
+        ``/user/a`` (relative to ``system``, on ``node``)."""
         if not isinstance(text, str):
             raise TypeError(f"an actor path must be a str or ActorPath, not {type(text).__name__}")
         if text.startswith("gactors://"):
             rest = text[len("gactors://") :]
-            sysname, _, tail = rest.partition("/")
+            authority, _, tail = rest.partition("/")
+            sysname, at, node_part = authority.partition("@")
             if sysname != system:
                 raise ValueError(f"path {text!r} belongs to system {sysname!r}, not {system!r}")
+            if at:
+                if not node_part:
+                    raise ValueError(f"path {text!r} has an empty node after '@'")
+                node = node_part
+            else:
+                node = None
         elif text.startswith("/"):
             tail = text[1:]
         else:
             raise ValueError(f"an actor path must start with 'gactors://' or '/': {text!r}")
         elements = tuple(e for e in tail.split("/") if e)
-        return cls(system, elements)
+        return cls(system, elements, None, node)

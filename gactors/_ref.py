@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from gactors._sysmsg import SystemMessage
     from gactors._system import ActorSystem
 
-__all__ = ["ActorRef", "DeadLettersRef", "LocalActorRef", "PromiseRef"]
+__all__ = ["ActorRef", "DeadLettersRef", "EmptyLocalActorRef", "LocalActorRef", "PromiseRef"]
 
 
 class _Implicit:
@@ -212,6 +212,30 @@ class DeadLettersRef(ActorRef):
 
     def __repr__(self) -> str:
         return f"DeadLetters({self._system.name})"
+
+
+class EmptyLocalActorRef(ActorRef):
+    """A ref to a path of this system where no actor lives (an unresolved selection, a
+    ref from another node naming an actor that is gone): messages are dead letters, and
+    watching it delivers ``Terminated(ref, existence_confirmed=False)`` at once."""
+
+    __slots__ = ()
+
+    def tell(self, message: Any, sender: ActorRef | _Implicit | None = IMPLICIT) -> None:
+        if message is None:
+            raise InvalidMessageException(_NONE_ERROR)
+        if sender is IMPLICIT:
+            sender = current_sender_ref()
+        self._system._dead_letter(message, sender, self)  # type: ignore[arg-type]
+
+    def _send_system(self, message: SystemMessage) -> None:
+        from gactors import _sysmsg as sm
+
+        if type(message) is sm.Watch and message.watchee == self:
+            message.watcher._send_system(sm.DeathWatchNotification(self, False, False))
+
+    def __repr__(self) -> str:
+        return f"EmptyLocalActorRef({self.path}#{self._uid})"
 
 
 _promise_ids = itertools.count(1)

@@ -23,10 +23,11 @@ from gactors._dispatch import Dispatcher, Worker
 from gactors._eventstream import EventStream, LogEvent
 from gactors._future import Future
 from gactors._messages import ActorIdentity, DeadLetter, Identify, Terminated
-from gactors._path import ActorPath
+from gactors._path import ActorPath, Address
 from gactors._props import Props
 from gactors._ref import ActorRef, DeadLettersRef
 from gactors._scheduler import Scheduler
+from gactors._selection import ActorSelection
 from gactors._settings import Settings, load_settings
 from gactors._supervision import (
     Directive,
@@ -221,7 +222,18 @@ class ActorSystem:
         self.event_stream = EventStream(self)
         self.log = logging.LoggerAdapter(logging.getLogger("gactors.system"), {"actor_path": name})
 
-        root_path = ActorPath(name)
+        # A cluster node (SPEC 17) connects before the root path is built: paths carry
+        # the node's address. A system without a cluster table never imports the
+        # cluster package.
+        self._cluster_node: Any = None
+        if self.settings.cluster is not None:
+            from gactors.cluster._node import ClusterNode
+
+            self._cluster_node = ClusterNode(self, self.settings.cluster)
+            self.address = Address(name, self._cluster_node.node_id)
+        else:
+            self.address = Address(name)
+        root_path = ActorPath(name, (), None, self.address.node)
         self._temp_path = root_path.child("temp")
         self.dead_letters: ActorRef = DeadLettersRef(self, root_path.child("deadLetters"), 0)
         self._dispatcher = Dispatcher(
@@ -242,6 +254,14 @@ class ActorSystem:
         self._system_cell.watch(user, None)
         root.watch(sysg, None)
         _live_systems.add(self)
+        if self._cluster_node is not None:
+            try:
+                self._cluster_node.start()  # returns once the node joined
+            except BaseException:
+                self._cluster_node.close()
+                self._terminating = True
+                self._root.stop_ref(self._user_cell.ref)
+                raise
         if self.settings.blocking_threshold is not None:
             from gactors._monitor import start_monitoring
 
@@ -272,6 +292,10 @@ class ActorSystem:
         if not self._terminating:
             self._terminating = True
             _log.debug("actor system %r terminating", self.name)
+            if self._cluster_node is not None:
+                # Graceful leave: the node is "leaving" while its actors stop, and
+                # leaves the membership once they stopped (a termination hook).
+                self._cluster_node.begin_leave()
             self._root.stop_ref(self._user_cell.ref)
         return self.when_terminated
 
@@ -319,9 +343,11 @@ class ActorSystem:
         if isinstance(path, ActorPath):
             if path.system_name != self.name:
                 return None
-            elements = path.elements
         else:
-            elements = ActorPath.parse(path, self.name).elements
+            path = ActorPath.parse(path, self.name)
+        if path.node is not None and path.node != self.address.node:
+            return None  # another node's actor: lookup stays local (actor_selection)
+        elements = path.elements
         cell = self._root
         for element in elements:
             child = cell.child_cells.get(element)
@@ -329,6 +355,29 @@ class ActorSystem:
                 return None
             cell = child
         return None if cell.dead else cell.ref
+
+    def actor_selection(self, path: ActorPath | str) -> ActorSelection:
+        """An :class:`ActorSelection` of ``path``: a full path string (with another
+        node's address in a cluster: ``gactors://shop@n1/user/a``), ``/user/a`` or an
+        :class:`ActorPath`. Its ``tell``/``ask`` go to whatever lives at the path."""
+        if not isinstance(path, ActorPath):
+            path = ActorPath.parse(path, self.name)
+        elif path.system_name != self.name:
+            raise ValueError(f"path {path} belongs to system {path.system_name!r}, not {self.name!r}")
+        return ActorSelection(self, path)
+
+    def _resolve_local(self, elements: tuple[str, ...] | list[str], uid: int) -> ActorRef | None:
+        """The live local actor at ``elements`` with incarnation ``uid`` (0: any), or None.
+        Hub thread only (used by the cluster node to deliver inbound messages)."""
+        cell = self._root
+        for element in elements:
+            child = cell.child_cells.get(element)
+            if child is None:
+                return None
+            cell = child
+        if cell.dead or (uid and cell.uid != uid):
+            return None
+        return cell.ref
 
     @_in_hub_thread
     def tree(self) -> str:

@@ -2,7 +2,8 @@
 
 All of them subclass :class:`GactorsError` (itself an :class:`Exception`), so
 ``except gactors.GactorsError`` catches anything the framework signals.
-:class:`AskTimeoutError` is also a :class:`TimeoutError`.
+:class:`AskTimeoutError` is also a :class:`TimeoutError`, :class:`SerializationError`
+also a :class:`TypeError`.
 """
 
 from __future__ import annotations
@@ -17,7 +18,9 @@ if TYPE_CHECKING:
 __all__ = [
     "ActorInitializationException",
     "ActorKilledException",
+    "ActorNotFound",
     "AskTimeoutError",
+    "ClusterError",
     "ConfigError",
     "DeathPactException",
     "GactorsError",
@@ -27,6 +30,8 @@ __all__ = [
     "PluginError",
     "PostRestartException",
     "PreRestartException",
+    "RemoteError",
+    "SerializationError",
     "StashOverflowException",
 ]
 
@@ -120,3 +125,37 @@ class ConfigError(GactorsError):
 
 class PluginError(GactorsError):
     """A plugin is unknown, fails verification, or could not be loaded."""
+
+
+# -- the cluster (SPEC 17); defined here so that they can be caught without importing
+# gactors.cluster (and its dependencies).
+class ClusterError(GactorsError):
+    """A cluster operation failed: no cluster configured, Redis unreachable, ..."""
+
+
+class SerializationError(ClusterError, TypeError):
+    """A message cannot be sent to another node: its type cannot be serialized (an
+    unregistered class, a lambda, ...) or it is larger than ``max_message_size``.
+
+    Raised by ``tell``/``ask`` before anything is sent; the text names the type.
+    """
+
+
+class RemoteError(ClusterError):
+    """An ask failed on another node with an exception that cannot travel as itself
+    (its class is not registered with :func:`gactors.cluster.register_message`).
+
+    ``type_name`` is the remote exception's ``module.qualname``, ``message`` its text.
+    """
+
+    def __init__(self, type_name: str, message: str) -> None:
+        super().__init__(type_name, message)
+        self.type_name = type_name
+        self.message = message
+
+    def __str__(self) -> str:
+        return f"{self.type_name}: {self.message}" if self.message else self.type_name
+
+
+class ActorNotFound(ClusterError):
+    """``ActorSelection.resolve_one`` found no actor at the path."""

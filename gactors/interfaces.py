@@ -16,13 +16,21 @@ method below with a compatible signature. Every built-in class declares its inte
   :class:`gactors.backoff.BackoffSupervisor`. A backoff policy is registered as a
   *factory* ``(min_backoff, max_backoff, random_factor) -> IBackoffPolicy``, called once
   per backoff supervisor, so a policy may keep state (such as the previous delay).
+* :class:`ISerializer` -- turns the messages sent to other cluster nodes into bytes
+  and back (SPEC section 17). The built-ins are ``"msgpack"`` (the default) and
+  ``"pickle"`` (trusted networks only).
 """
 
 from __future__ import annotations
 
 from zope.interface import Attribute, Interface
 
-__all__ = ["IBackoffPolicy", "ISupervisorStrategy", "ISupervisorStrategyConfigurator"]
+__all__ = [
+    "IBackoffPolicy",
+    "ISerializer",
+    "ISupervisorStrategy",
+    "ISupervisorStrategyConfigurator",
+]
 
 
 # zope.interface describes methods without ``self``; the signatures are checked by
@@ -81,3 +89,44 @@ class IBackoffPolicy(Interface):  # type: ignore[misc]
 
     def reset():  # type: ignore[misc, no-untyped-def]
         """Forget any state: called when the supervisor's restart count is reset."""
+
+
+class ISerializer(Interface):  # type: ignore[misc]
+    """Turns the messages a node sends to other nodes into bytes and back.
+
+    A cluster node uses the serializer named by its ``cluster.serializer`` setting for
+    every user message it sends; one ``encode`` call per message at ``tell`` time, one
+    ``decode`` call per message on arrival, so both should be fast. ``encode`` raises
+    :class:`~gactors.SerializationError` (naming the type) for what it cannot carry;
+    ``decode`` may raise anything on bad input: the node turns that into a warning and
+    a dead letter.
+
+    **Refs inside messages.** Refs are bound to an actor system: a ref decoded on a
+    node must resolve against *that* node's system. A serializer is registered once per
+    process, so it cannot hold one system's resolver. The decision: a serializer that
+    carries refs defines an optional method ``bind(ref_codec) -> ISerializer`` (not part
+    of this interface, so serializers without refs need nothing). The node calls it
+    once with its ``RefCodec`` (``ref_to_wire(ref) -> (address, path, uid)`` and
+    ``ref_from_wire(address, path, uid) -> ActorRef``, see
+    ``gactors.cluster._serialization``) and uses the serializer it returns, which must
+    provide this interface too. A serializer without ``bind`` is used as registered.
+
+    **Trust.** A serializer whose ``decode`` can run arbitrary code (pickle and the
+    like) sets a class attribute ``unsafe = True``: a node then decodes its payloads
+    only when it is the node's configured serializer. Other registered serializers
+    decode what a node with a different configuration sends, so nodes may migrate from
+    one serializer to another one node at a time.
+
+    **Identity on the wire.** A payload is tagged with a small number derived from the
+    serializer's ``name`` (which must be the name it is registered under), so every
+    node must register it under the same name.
+    """
+
+    name = Attribute("The name the serializer is registered under (a str).")
+
+    def encode(obj):  # type: ignore[no-untyped-def]
+        """Return ``obj`` as bytes; raise :class:`~gactors.SerializationError` if it
+        cannot be serialized."""
+
+    def decode(data):  # type: ignore[no-untyped-def]
+        """Return the object encoded in ``data`` (bytes)."""

@@ -1,6 +1,7 @@
-"""The plugin registry: supervisor strategies, guardian configurators, backoff policies.
+"""The plugin registry: supervisor strategies, guardian configurators, backoff policies,
+serializers.
 
-Three kinds of plugins exist, each with its interface in :mod:`gactors.interfaces`:
+Four kinds of plugins exist, each with its interface in :mod:`gactors.interfaces`:
 
 ====================  ========================================  ============================
 kind                  what is registered                        entry-point group
@@ -12,6 +13,9 @@ kind                  what is registered                        entry-point grou
                       class (or instance)
 ``"backoff_policy"``  a factory ``(min_backoff, max_backoff,    ``gactors.backoff_policies``
                       random_factor) -> IBackoffPolicy``
+``"serializer"``      an :class:`ISerializer` provider, or a      ``gactors.serializers``
+                      class implementing it (instantiated on
+                      every lookup)
 ====================  ========================================  ============================
 
 Registration (``register_*``) verifies the object with ``zope.interface.verify`` and
@@ -20,6 +24,8 @@ raises :class:`~gactors.PluginError` unless ``replace=True``. Third-party packag
 register through the entry-point groups above: the groups are scanned once, when a
 plugin of that kind is first needed, and each entry point is imported only when its
 name is first looked up, so a plugin that fails to import breaks nothing but itself.
+The built-in serializers (``"msgpack"``, ``"pickle"``) are loaded the same lazy way, so
+``import gactors`` and a system without a cluster never import their dependencies.
 
 Anywhere gactors takes a plugin (``guardian_supervisor_strategy``,
 ``BackoffOpts.with_policy``, ``BackoffOpts.with_supervisor_strategy``), a registered
@@ -50,7 +56,12 @@ from zope.interface.registry import Components
 from zope.interface.verify import verifyClass, verifyObject
 
 from gactors.exceptions import PluginError
-from gactors.interfaces import IBackoffPolicy, ISupervisorStrategy, ISupervisorStrategyConfigurator
+from gactors.interfaces import (
+    IBackoffPolicy,
+    ISerializer,
+    ISupervisorStrategy,
+    ISupervisorStrategyConfigurator,
+)
 
 __all__ = [
     "GROUPS",
@@ -59,15 +70,18 @@ __all__ = [
     "create_backoff_policy",
     "get_backoff_policy",
     "get_configurator",
+    "get_serializer",
     "get_strategy",
     "names",
     "refresh",
     "register_backoff_policy",
     "register_configurator",
+    "register_serializer",
     "register_strategy",
     "resolve",
     "resolve_backoff_policy",
     "resolve_configurator",
+    "resolve_serializer",
     "resolve_strategy",
     "unregister",
     "verify_strategy",
@@ -75,14 +89,15 @@ __all__ = [
 
 _log = logging.getLogger("gactors.plugins")
 
-Kind = Literal["strategy", "configurator", "backoff_policy"]
-KINDS: tuple[Kind, ...] = ("strategy", "configurator", "backoff_policy")
+Kind = Literal["strategy", "configurator", "backoff_policy", "serializer"]
+KINDS: tuple[Kind, ...] = ("strategy", "configurator", "backoff_policy", "serializer")
 """The plugin kinds, as accepted by :func:`names`, :func:`resolve` and :func:`unregister`."""
 
 GROUPS: dict[Kind, str] = {
     "strategy": "gactors.strategies",
     "configurator": "gactors.configurators",
     "backoff_policy": "gactors.backoff_policies",
+    "serializer": "gactors.serializers",
 }
 """The entry-point group of each kind."""
 
@@ -90,11 +105,13 @@ _INTERFACE: dict[Kind, InterfaceClass] = {
     "strategy": ISupervisorStrategy,
     "configurator": ISupervisorStrategyConfigurator,
     "backoff_policy": IBackoffPolicy,
+    "serializer": ISerializer,
 }
 _LABEL: dict[Kind, str] = {
     "strategy": "supervisor strategy",
     "configurator": "supervisor strategy configurator",
     "backoff_policy": "backoff policy",
+    "serializer": "serializer",
 }
 
 
@@ -113,10 +130,25 @@ class _IBackoffPolicyPlugin(Interface):  # type: ignore[misc]
     """Registry key of backoff policy factories."""
 
 
+class _ISerializerPlugin(Interface):  # type: ignore[misc]
+    """Registry key of serializers."""
+
+
 _KEY: dict[Kind, InterfaceClass] = {
     "strategy": _IStrategyPlugin,
     "configurator": _IConfiguratorPlugin,
     "backoff_policy": _IBackoffPolicyPlugin,
+    "serializer": _ISerializerPlugin,
+}
+
+# Built-in plugins registered by reference and imported on first lookup, like entry
+# points: the serializers need msgspec (the ``cluster`` extra), which neither
+# ``import gactors`` nor a system without a cluster may import.
+_BUILTIN_LAZY: dict[Kind, dict[str, str]] = {
+    "serializer": {
+        "msgpack": "gactors.cluster._serialization:MsgpackSerializer",
+        "pickle": "gactors.cluster._serialization:PickleSerializer",
+    },
 }
 
 _registry = Components("gactors.plugins")
@@ -142,7 +174,32 @@ def _entry_points(group: str) -> Iterable[importlib.metadata.EntryPoint]:
     return importlib.metadata.entry_points(group=group)
 
 
+class _BuiltinRef:
+    """A lazily imported built-in plugin; quacks like an entry point for ``_pending``."""
+
+    __slots__ = ("group", "name", "value")
+
+    def __init__(self, name: str, value: str, group: str) -> None:
+        self.name, self.value, self.group = name, value, group
+
+    def load(self) -> Any:
+        module_name, _, attr = self.value.partition(":")
+        return getattr(importlib.import_module(module_name), attr)
+
+
+def _add_builtin_lazy() -> None:
+    """Put the lazily imported built-ins that are not loaded yet into ``_pending``."""
+    for kind, refs in _BUILTIN_LAZY.items():
+        for name, value in refs.items():
+            if _lookup(kind, name) is None and name not in _pending[kind]:
+                _pending[kind][name] = cast(
+                    importlib.metadata.EntryPoint, _BuiltinRef(name, value, GROUPS[kind])
+                )
+
+
 def _describe_ep(ep: importlib.metadata.EntryPoint) -> str:
+    if isinstance(ep, _BuiltinRef):
+        return f"built-in {ep.value}"
     dist = getattr(ep, "dist", None)
     where = f" of distribution {dist.name!r}" if dist is not None else ""
     return f"entry point '{ep.name} = {ep.value}' in group {ep.group!r}{where}"
@@ -170,6 +227,7 @@ def _ensure_builtins() -> None:
         _store("configurator", "stopping", StoppingSupervisorStrategy)
         for name, factory in BUILTIN_POLICIES.items():
             _store("backoff_policy", name, factory)
+        _add_builtin_lazy()
 
 
 def _scan(kind: Kind) -> None:
@@ -192,7 +250,7 @@ def _scan(kind: Kind) -> None:
             name = ep.name
             if _loaded_from[kind].get(name) == ep.value:
                 continue  # loaded before a refresh()
-            if _lookup(kind, name) is not None:
+            if _lookup(kind, name) is not None or isinstance(pending.get(name), _BuiltinRef):
                 _log.warning(
                     "ignoring %s: a %s named %r is already registered",
                     _describe_ep(ep),
@@ -228,6 +286,8 @@ def refresh() -> None:
         for kind in KINDS:
             _pending[kind].clear()
             _failed[kind].clear()
+        if _builtins_registered:
+            _add_builtin_lazy()
 
 
 def _load_pending(kind: Kind, name: str) -> Any:
@@ -248,7 +308,7 @@ def _load_pending(kind: Kind, name: str) -> Any:
             _log.warning("%s", err)
             raise err from e
         try:
-            _check(kind, obj, f"{_LABEL[kind]} {name!r} (from {_describe_ep(ep)})")
+            _check(kind, obj, f"{_LABEL[kind]} {name!r} (from {_describe_ep(ep)})", name)
         except PluginError as e:
             _failed[kind][name] = e
             _log.warning("%s", e)
@@ -293,8 +353,8 @@ def _verify(iface: InterfaceClass, obj: Any, what: str, *, as_class: bool) -> No
         ) from e
 
 
-def _check(kind: Kind, obj: Any, what: str) -> None:
-    """Verify a plugin object of ``kind`` (raises PluginError)."""
+def _check(kind: Kind, obj: Any, what: str, name: str | None = None) -> None:
+    """Verify a plugin object of ``kind`` to be registered as ``name`` (raises PluginError)."""
     iface = _INTERFACE[kind]
     if kind == "backoff_policy":
         if isinstance(obj, type):
@@ -313,6 +373,17 @@ def _check(kind: Kind, obj: Any, what: str) -> None:
         # Any other callable is verified by what it returns, on its first call.
         return
     _verify(iface, obj, what, as_class=isinstance(obj, type))
+    if kind == "serializer":
+        # The name is what identifies a payload's serializer on the wire (and what a
+        # receiving node looks up): a serializer claiming another name would be
+        # decoded by the wrong one.
+        own = getattr(obj, "name", None)
+        if not isinstance(own, str) and not isinstance(obj, type):
+            raise PluginError(f"{what} has a name that is not a str: {own!r}")
+        if isinstance(own, str) and name is not None and own != name:
+            raise PluginError(
+                f"{what} has name {own!r}: a serializer must be registered under its own name"
+            )
 
 
 def verify_strategy(obj: Any, what: str = "supervisor strategy") -> Any:
@@ -341,12 +412,17 @@ def _check_name(kind: Kind, name: Any) -> str:
 
 def _register(kind: Kind, name: str, obj: Any, replace: bool) -> None:
     _check_name(kind, name)
-    _check(kind, obj, f"{_LABEL[kind]} {name!r} ({obj!r})")
+    _check(kind, obj, f"{_LABEL[kind]} {name!r} ({obj!r})", name)
     _scan(kind)
     with _lock:
         taken = _lookup(kind, name) is not None or name in _pending[kind]
         if taken and not replace:
-            where = " (by an entry point)" if name in _pending[kind] else ""
+            pending = _pending[kind].get(name)
+            where = (
+                ""
+                if pending is None or isinstance(pending, _BuiltinRef)
+                else " (by an entry point)"
+            )
             raise PluginError(
                 f"a {_LABEL[kind]} named {name!r} is already registered{where}; "
                 "pass replace=True to replace it"
@@ -451,6 +527,23 @@ def get_backoff_policy(name: str) -> Callable[[float, float, float], Any]:
     return cast("Callable[[float, float, float], Any]", _get("backoff_policy", name))
 
 
+def register_serializer(name: str, obj: Any, *, replace: bool = False) -> None:
+    """Register a cluster message serializer under ``name``.
+
+    ``obj`` provides :class:`~gactors.interfaces.ISerializer`, or is a class
+    implementing it, instantiated with no arguments on every lookup. Its ``name``
+    attribute must be ``name``: payloads are tagged with it on the wire.
+    """
+    _register("serializer", name, obj, replace)
+
+
+def get_serializer(name: str) -> Any:
+    """The serializer registered as ``name`` (a registered class is instantiated; the
+    built-ins ``"msgpack"`` and ``"pickle"`` need the ``gactors[cluster]`` extra)."""
+    obj = _get("serializer", name)
+    return obj() if isinstance(obj, type) else obj
+
+
 # -- resolving references --------------------------------------------------------------------
 def _import_ref(kind: Kind, ref: str) -> Any:
     module_name, _, attr = ref.partition(":")
@@ -489,7 +582,7 @@ def resolve(kind: Kind, ref: Any) -> Any:
             _verify(IBackoffPolicy, obj, f"backoff policy {obj!r}", as_class=False)
             return _InstanceFactory(obj)
         _check(kind, obj, f"{_LABEL[kind]} {obj!r}")
-    if kind == "strategy" and isinstance(obj, type):
+    if kind in ("strategy", "serializer") and isinstance(obj, type):
         obj = obj()
     return obj
 
@@ -518,6 +611,11 @@ def resolve_backoff_policy(ref: Any) -> Callable[[float, float, float], Any]:
     """:func:`resolve` for backoff policies: a name, a path, a factory, or an
     :class:`IBackoffPolicy` instance (wrapped in a factory that always returns it)."""
     return cast("Callable[[float, float, float], Any]", resolve("backoff_policy", ref))
+
+
+def resolve_serializer(ref: Any) -> Any:
+    """:func:`resolve` for serializers: returns a serializer instance."""
+    return resolve("serializer", ref)
 
 
 class _InstanceFactory:

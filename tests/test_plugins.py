@@ -9,6 +9,7 @@ install that package into the running environment when it is not installed yet.
 from __future__ import annotations
 
 import importlib.metadata
+import json
 import subprocess
 import sys
 import weakref
@@ -38,7 +39,12 @@ from gactors import (
     plugins,
 )
 from gactors.backoff import BackoffOpts, ConstantBackoff, ExponentialBackoff
-from gactors.interfaces import IBackoffPolicy, ISupervisorStrategy, ISupervisorStrategyConfigurator
+from gactors.interfaces import (
+    IBackoffPolicy,
+    ISerializer,
+    ISupervisorStrategy,
+    ISupervisorStrategyConfigurator,
+)
 
 EXAMPLE_DIR = Path(__file__).resolve().parent.parent / "examples" / "plugin-package"
 EXAMPLE_DIST = "gactors-example-plugins"
@@ -187,6 +193,45 @@ class NoReset:
 
     def next_delay(self, restart_count: int) -> float:
         return 1.0
+
+
+@implementer(ISerializer)
+class JsonSerializer:
+    """A third-party serializer: JSON (lists stay lists, tuples become lists)."""
+
+    name = "json"
+
+    def encode(self, obj: Any) -> bytes:
+        return json.dumps(obj).encode()
+
+    def decode(self, data: bytes) -> Any:
+        return json.loads(data)
+
+
+@implementer(ISerializer)
+class UnsafeJsonSerializer(JsonSerializer):
+    """Claims to run code when decoding: decoded only where configured."""
+
+    name = "unsafe-json"
+    unsafe = True
+
+
+@implementer(ISerializer)
+class NoDecode:
+    name = "no-decode"
+
+    def encode(self, obj: Any) -> bytes:
+        return b""
+
+
+class UndeclaredSerializer:
+    name = "undeclared"
+
+    def encode(self, obj: Any) -> bytes:
+        return b""
+
+    def decode(self, data: bytes) -> Any:
+        return None
 
 
 this_module = __name__
@@ -538,6 +583,130 @@ class TestSettings:
     def test_bad_path(self) -> None:
         with pytest.raises(PluginError, match=r"guardian_supervisor_strategy.*cannot import"):
             run_system({"guardian_supervisor_strategy": "no_such_module_xyz:Configurator"})
+
+
+@pytest.mark.usefixtures("registry")
+class TestSerializerPlugins:
+    """The "serializer" kind (SPEC 17): ISerializer, register_serializer, get_serializer."""
+
+    def test_builtins_are_listed_and_loaded_on_first_lookup(self) -> None:
+        from gactors.cluster._serialization import MsgpackSerializer, PickleSerializer
+
+        assert plugins.names("serializer") == ("msgpack", "pickle")
+        first = plugins.get_serializer("msgpack")
+        assert type(first) is MsgpackSerializer
+        assert verifyObject(ISerializer, first)
+        assert plugins.get_serializer("msgpack") is not first  # a class: one per lookup
+        assert type(plugins.get_serializer("pickle")) is PickleSerializer
+        assert verifyClass(ISerializer, MsgpackSerializer)
+        assert plugins.names("serializer") == ("msgpack", "pickle")
+
+    def test_import_gactors_and_a_system_without_cluster_never_import_msgspec(self) -> None:
+        code = (
+            "import sys, gactors\n"
+            "from gactors import plugins\n"
+            "with gactors.ActorSystem('no-cluster') as s:\n"
+            "    assert s.actor_of(gactors.Props(gactors.Actor)) is not None\n"
+            "assert plugins.names('serializer') == ('msgpack', 'pickle')\n"
+            "assert 'msgspec' not in sys.modules, 'msgspec imported'\n"
+            "assert 'gactors.cluster' not in sys.modules, 'gactors.cluster imported'\n"
+            "plugins.get_serializer('msgpack')\n"
+            "assert 'msgspec' in sys.modules\n"
+        )
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+
+    def test_register_get_and_resolve(self) -> None:
+        plugins.register_serializer("json", JsonSerializer)
+        assert "json" in plugins.names("serializer")
+        assert type(plugins.get_serializer("json")) is JsonSerializer
+        mine = JsonSerializer()
+        plugins.register_serializer("json", mine, replace=True)
+        assert plugins.get_serializer("json") is mine
+        assert plugins.resolve_serializer("json") is mine
+        assert type(plugins.resolve_serializer(f"{this_module}:JsonSerializer")) is JsonSerializer
+        assert plugins.resolve_serializer(mine) is mine
+        assert type(plugins.resolve_serializer(JsonSerializer)) is JsonSerializer
+        assert plugins.unregister("serializer", "json")
+
+    def test_verification_names_what_is_missing(self) -> None:
+        with pytest.raises(PluginError, match="'decode' is missing"):
+            plugins.register_serializer("no-decode", NoDecode)
+        with pytest.raises(PluginError, match="does not declare ISerializer"):
+            plugins.register_serializer("undeclared", UndeclaredSerializer)
+        with pytest.raises(PluginError, match="does not implement ISerializer"):
+            plugins.resolve_serializer(f"{this_module}:NoDecode")
+
+    def test_the_name_must_be_its_own(self) -> None:
+        with pytest.raises(PluginError, match="registered under its own name"):
+            plugins.register_serializer("other", JsonSerializer)
+
+    def test_duplicates_and_builtin_names(self) -> None:
+        plugins.register_serializer("json", JsonSerializer)
+        with pytest.raises(PluginError, match="named 'json' is already registered"):
+            plugins.register_serializer("json", JsonSerializer())
+
+        @implementer(ISerializer)
+        class MyMsgpack(JsonSerializer):
+            name = "msgpack"
+
+        with pytest.raises(PluginError, match=r"named 'msgpack' is already registered;"):
+            plugins.register_serializer("msgpack", MyMsgpack)
+        plugins.register_serializer("msgpack", MyMsgpack, replace=True)
+        assert type(plugins.get_serializer("msgpack")) is MyMsgpack
+
+    def test_unknown_name_lists_the_known_names(self) -> None:
+        with pytest.raises(PluginError, match=r"unknown serializer 'cbor'.*'msgpack', 'pickle'"):
+            plugins.get_serializer("cbor")
+
+    def test_entry_points(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        ep = FakeEntryPoint("json", f"{this_module}:JsonSerializer", "gactors.serializers")
+        clash = FakeEntryPoint("msgpack", f"{this_module}:JsonSerializer", "gactors.serializers")
+        use_entry_points(monkeypatch, ep, clash)
+        assert plugins.names("serializer") == ("json", "msgpack", "pickle")
+        assert ep.loads == 0
+        assert type(plugins.get_serializer("json")) is JsonSerializer
+        assert type(plugins.get_serializer("json")) is JsonSerializer
+        assert ep.loads == 1
+        # A built-in name wins over an entry point.
+        assert plugins.get_serializer("msgpack").name == "msgpack"
+        assert clash.loads == 0
+        plugins.refresh()
+        assert plugins.names("serializer") == ("json", "msgpack", "pickle")
+
+    def test_an_entry_point_with_a_wrong_name(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        ep = FakeEntryPoint("yaml", f"{this_module}:JsonSerializer", "gactors.serializers")
+        use_entry_points(monkeypatch, ep)
+        with pytest.raises(PluginError, match=r"'yaml'.*registered under its own name"):
+            plugins.get_serializer("yaml")
+
+    def test_a_node_decodes_payloads_of_other_registered_serializers(self) -> None:
+        from gactors.cluster._serialization import (
+            MsgpackSerializer,
+            WireCodec,
+            WireError,
+            serializer_id,
+        )
+
+        class NoRefs:
+            def ref_to_wire(self, ref: Any) -> tuple[str, str, int]:
+                raise AssertionError
+
+            def ref_from_wire(self, address: str, path: str, uid: int) -> Any:
+                raise AssertionError
+
+        plugins.register_serializer("json", JsonSerializer)
+        plugins.register_serializer("unsafe-json", UnsafeJsonSerializer)
+        json_node = WireCodec(JsonSerializer(), NoRefs(), 1024)
+        msgpack_node = WireCodec(MsgpackSerializer(), NoRefs(), 1024)
+        sid, payload = json_node.encode_message({"a": [1, 2]})
+        assert sid == serializer_id("json") >= 256
+        assert msgpack_node.decode_message(sid, payload) == {"a": [1, 2]}
+        unsafe_node = WireCodec(UnsafeJsonSerializer(), NoRefs(), 1024)
+        sid, payload = unsafe_node.encode_message([1])
+        with pytest.raises(WireError, match="refused a payload of the 'unsafe-json'"):
+            msgpack_node.decode_message(sid, payload)
+        assert unsafe_node.decode_message(sid, payload) == [1]  # where it is configured
 
 
 # -- the example plugin package, installed --------------------------------------------------------

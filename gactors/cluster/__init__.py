@@ -1,0 +1,45 @@
+"""gactors.cluster: actor systems in several processes, on Redis (SPEC section 17).
+
+A system becomes a node with a ``cluster`` settings table::
+
+    ActorSystem("shop", config={"cluster": {"url": "redis://127.0.0.1:6379/0"}})
+
+Nothing of this package is imported by a system without one.
+"""
+
+from __future__ import annotations
+
+from gactors._path import Address
+from gactors._selection import ActorSelection
+from gactors.cluster._cluster import Cluster
+from gactors.cluster._events import (
+    ClusterEvent,
+    CurrentClusterState,
+    Member,
+    MemberRemoved,
+    MemberUp,
+    ReachableMember,
+    UnreachableMember,
+)
+from gactors.cluster._remote import RemoteActorRef
+from gactors.cluster._serialization import register_message
+from gactors.exceptions import ActorNotFound, ClusterError, RemoteError, SerializationError
+
+__all__ = [
+    "ActorNotFound",
+    "ActorSelection",
+    "Address",
+    "Cluster",
+    "ClusterError",
+    "ClusterEvent",
+    "CurrentClusterState",
+    "Member",
+    "MemberRemoved",
+    "MemberUp",
+    "ReachableMember",
+    "RemoteActorRef",
+    "RemoteError",
+    "SerializationError",
+    "UnreachableMember",
+    "register_message",
+]

@@ -1,0 +1,118 @@
+"""``Cluster(system)``: the public face of a system's cluster node (SPEC section 17)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from gactors._path import Address
+from gactors._ref import ActorRef
+from gactors.cluster._events import ClusterEvent, CurrentClusterState, Member
+from gactors.exceptions import ClusterError
+
+if TYPE_CHECKING:
+    from gactors._system import ActorSystem
+    from gactors.cluster._node import ClusterNode
+
+__all__ = ["Cluster"]
+
+
+class Cluster:
+    """The cluster membership of ``system`` (the same object each time).
+
+    Raises :class:`~gactors.ClusterError` if the system has no ``cluster`` settings
+    table.
+    """
+
+    __slots__ = ("_node", "_system")
+
+    _node: ClusterNode
+    _system: ActorSystem
+
+    def __new__(cls, system: ActorSystem) -> Cluster:
+        node = getattr(system, "_cluster_node", None)
+        if node is None:
+            raise ClusterError(
+                f"actor system {getattr(system, 'name', system)!r} is not a cluster node "
+                "(its settings have no 'cluster' table)"
+            )
+        facade = node.cluster_facade
+        if facade is None:
+            facade = object.__new__(cls)
+            facade._node = node
+            facade._system = system
+            node.cluster_facade = facade
+        return facade  # type: ignore[no-any-return]
+
+    def _in_hub(self, fn: Any, *args: Any) -> Any:
+        system = self._system
+        if system._tid == _ident():
+            return fn(*args)
+        return system._run_in_hub(fn, *args)
+
+    @property
+    def self_address(self) -> Address:
+        """This node's address (``gactors://<system>@<node>``)."""
+        return self._node.address
+
+    @property
+    def self_member(self) -> Member:
+        """This node as a :class:`Member`."""
+        node = self._node
+        m = node._members.get(node.node_id)
+        if m is None:
+            return Member(node.address, node.settings.roles, "removed")
+        return m
+
+    @property
+    def members(self) -> tuple[Member, ...]:
+        """Every member (oldest first), with status ``"up"``, ``"leaving"`` or
+        ``"unreachable"``."""
+        return self._in_hub(self._node.members)  # type: ignore[no-any-return]
+
+    @property
+    def state(self) -> CurrentClusterState:
+        """The members and the unreachable ones, as subscribers get them first."""
+        return self._in_hub(self._node.state)  # type: ignore[no-any-return]
+
+    def subscribe(self, subscriber: ActorRef, *event_classes: type) -> None:
+        """Send ``subscriber`` a :class:`CurrentClusterState`, then every membership
+        event of ``event_classes`` (default: all of them)."""
+        if not isinstance(subscriber, ActorRef):
+            raise TypeError(f"subscribe() needs an ActorRef, not {type(subscriber).__name__}")
+        for c in event_classes:
+            if not (isinstance(c, type) and issubclass(c, ClusterEvent)):
+                raise TypeError(
+                    f"subscribe() takes cluster event classes (MemberUp, UnreachableMember, "
+                    f"ReachableMember, MemberRemoved, ClusterEvent), not {c!r}"
+                )
+        self._in_hub(self._node.subscribe, subscriber, event_classes or (ClusterEvent,))
+
+    def unsubscribe(self, subscriber: ActorRef) -> None:
+        """Stop sending events to ``subscriber``."""
+        self._in_hub(self._node.unsubscribe, subscriber)
+
+    def leave(self) -> None:
+        """Leave the cluster gracefully and terminate the actor system (the node is
+        ``"leaving"`` while its actors stop, then removed)."""
+        self._system.terminate()
+
+    def down(self, address: Address | str) -> bool:
+        """Remove the node at ``address`` from the cluster now (its watched actors
+        terminate everywhere; it never comes back under that address). Downing this
+        node terminates its system. True if this call removed it."""
+        if isinstance(address, str):
+            address = Address.parse(address)
+        if not isinstance(address, Address):
+            raise TypeError(f"down() needs an Address, not {type(address).__name__}")
+        if address.system != self._system.name or address.node is None:
+            raise ValueError(f"{address} is not a node of the cluster {self._system.name!r}")
+        return self._node.down(address.node)
+
+    def __repr__(self) -> str:
+        return f"<Cluster {self._node.address}>"
+
+
+def _ident() -> int:
+    from gactors._threads import get_ident
+
+    return get_ident()

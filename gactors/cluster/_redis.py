@@ -1,0 +1,893 @@
+"""The Redis engine of the cluster seam (``_seam.py``): the only module that imports
+``redis``.
+
+Keys (``P`` = ``<key_prefix>:<cluster_name>``). The small control keyspace is
+hash-tagged (``{P}``) so that every script touches one hash slot and also runs on
+Redis Cluster; the inboxes are not, so that they spread over the slots:
+
+==========================  ==========================================================
+``{P}:members``             ZSET node -> server time (ms) of its last heartbeat
+``{P}:info``                HASH node -> ``"<status>|<joined ms>|<roles json>"``
+``{P}:version``             INT, incremented on every membership change
+``{P}:epoch``               STR, created by the first join on an empty store
+``{P}:tombstones``          ZSET node -> removal time (ms); trimmed by age and count
+``{P}:reasons``             HASH node -> why it was removed (diagnostics)
+``{P}:lease:<name>``        HASH owner, token; expires with the lease (PEXPIRE)
+``{P}:fence:<name>``        INT, the last fencing token of the lease (never expires)
+``P:inbox:<node>``          STREAM of batches (field ``d``), trimmed with ``MAXLEN ~``;
+                            expires ``2 * down_after`` after its node's last heartbeat
+==========================  ==========================================================
+
+Every decision about membership is taken inside one Lua script that reads the
+server's ``TIME``: node clocks never matter, and when two nodes beat at the same
+moment exactly one of them removes a dead member (scripts run atomically). Scripts
+replicate by their effects, so ``TIME`` is safe on replicas too.
+
+Connections: every object owns its connections; each OS thread that uses an object
+gets its own ``redis.Redis`` (a gevent socket belongs to the hub of the thread that
+made it). Each is a ``BlockingConnectionPool`` whose queue is gevent's ``LifoQueue``
+(a standard-library queue misbehaves under ``gevent.Timeout``), with TCP keepalive
+and bounded socket timeouts (the blocking read's timeout is above its longest
+``BLOCK``, so a half-open connection is noticed). redis-py's own retries are off:
+the node's loops own retry and backoff. A command interrupted by a greenlet kill
+closes its connection (redis-py does this), so no reply is ever read by the wrong
+caller. Every ``redis`` error becomes :class:`BackendUnavailable` naming the URL with
+its password masked.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+import logging
+import re
+import uuid
+import weakref
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+import gevent.queue
+import redis
+from redis.backoff import NoBackoff
+from redis.exceptions import NoScriptError, RedisError
+from redis.retry import Retry
+
+from gactors._threads import get_ident
+from gactors.cluster._seam import (
+    STATUS_LEAVING,
+    STATUS_UP,
+    Backend,
+    BackendUnavailable,
+    HeartbeatResult,
+    InboxReader,
+    LeaseStore,
+    MemberRecord,
+    MembershipStore,
+    MembershipView,
+    Outbox,
+)
+
+__all__ = ["RedisBackend", "mask_url"]
+
+log = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
+
+#: The stream field that carries a batch.
+BATCH_FIELD = b"d"
+
+_NAME_RE = re.compile(r"^[A-Za-z0-9_.:-]+$")
+_NODE_RE = re.compile(r"^[A-Za-z0-9_.-]+$")
+_SECRET_QUERY_KEYS = frozenset({"password", "pass", "ssl_password", "pwd"})
+
+
+def mask_url(url: str) -> str:
+    """``url`` with its password (user info and ``?password=``) replaced by ``***``.
+
+    Never fails: an unparsable URL becomes ``"<unparsable url>"`` rather than risk
+    showing a secret.
+    """
+    try:
+        parts = urlsplit(url)
+        netloc = parts.netloc
+        if "@" in netloc:
+            userinfo, _, hostport = netloc.rpartition("@")
+            user, sep, _password = userinfo.partition(":")
+            netloc = f"{user}:***@{hostport}" if sep else f"{user}@{hostport}"
+            if not user and sep:
+                netloc = f":***@{hostport}"
+        query = parts.query
+        if query:
+            pairs = [
+                (k, "***" if k.lower() in _SECRET_QUERY_KEYS else v)
+                for k, v in parse_qsl(query, keep_blank_values=True)
+            ]
+            query = urlencode(pairs, safe="*/")
+        return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+    except ValueError:
+        return "<unparsable url>"
+
+
+def _secrets_of(url: str) -> list[str]:
+    """The secret strings of ``url`` (to scrub them from any error text)."""
+    secrets: list[str] = []
+    try:
+        parts = urlsplit(url)
+        if parts.password:
+            secrets.append(parts.password)
+        for k, v in parse_qsl(parts.query, keep_blank_values=True):
+            if k.lower() in _SECRET_QUERY_KEYS and v:
+                secrets.append(v)
+    except ValueError:
+        pass
+    # Longest first, so that a secret containing another is scrubbed whole.
+    return sorted({s for s in secrets if s}, key=len, reverse=True)
+
+
+# --- Lua --------------------------------------------------------------------------
+# Shared by the membership scripts. KEYS: 1 members, 2 info, 3 version, 4 epoch,
+# 5 tombstones, 6 reasons. Numbers are formatted with %.0f: Lua's tostring() would
+# write large integers in exponent notation.
+_LUA_MEMBERSHIP = r"""
+if redis.replicate_commands then redis.replicate_commands() end
+local members, info, version, epoch, tomb, reasons =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local function num(x) return string.format('%.0f', x) end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+
+local function view()
+  return {
+    tonumber(redis.call('GET', version) or '0'),
+    redis.call('GET', epoch) or '',
+    now,
+    redis.call('ZRANGE', members, 0, -1, 'WITHSCORES'),
+    redis.call('HGETALL', info),
+    redis.call('ZRANGE', tomb, -tonumber(ARGV_VIEW_REMOVED), -1),
+  }
+end
+
+-- keep_ms / max_count: how long and how many tombstones are kept
+local function trim_tombstones(keep_ms, max_count)
+  local old = redis.call('ZRANGEBYSCORE', tomb, '-inf', '(' .. num(now - keep_ms))
+  local n = redis.call('ZCARD', tomb) - #old
+  if n > max_count then
+    local extra = redis.call('ZRANGE', tomb, #old, #old + n - max_count - 1)
+    for _, x in ipairs(extra) do old[#old + 1] = x end
+  end
+  for _, x in ipairs(old) do
+    redis.call('ZREM', tomb, x)
+    redis.call('HDEL', reasons, x)
+  end
+end
+
+local function remove(node, reason)
+  redis.call('ZREM', members, node)
+  redis.call('HDEL', info, node)
+  redis.call('ZADD', tomb, num(now), node)
+  redis.call('HSET', reasons, node, reason)
+  redis.call('INCR', version)
+end
+"""
+
+# ARGV: 1 node, 2 roles json, 3 epoch candidate, 4 removed-in-view count.
+# Returns {code, view}: 0 joined, 2 has a tombstone, 3 already a member.
+_LUA_JOIN = (
+    _LUA_MEMBERSHIP.replace("ARGV_VIEW_REMOVED", "ARGV[4]")
+    + r"""
+local node = ARGV[1]
+if redis.call('ZSCORE', tomb, node) then return {2, view()} end
+if redis.call('ZSCORE', members, node) then return {3, view()} end
+redis.call('SET', epoch, ARGV[3], 'NX')
+redis.call('ZADD', members, num(now), node)
+redis.call('HSET', info, node, 'up|' .. num(now) .. '|' .. ARGV[2])
+redis.call('INCR', version)
+return {0, view()}
+"""
+)
+
+# ARGV: 1 node, 2 down_after_ms, 3 tombstone keep ms, 4 tombstone max count,
+# 5 removed-in-view count. Returns {self_removed 0/1, reaped, view}.
+_LUA_HEARTBEAT = (
+    _LUA_MEMBERSHIP.replace("ARGV_VIEW_REMOVED", "ARGV[5]")
+    + r"""
+local node = ARGV[1]
+local down_after = tonumber(ARGV[2])
+if not redis.call('ZSCORE', members, node) then return {1, {}, view()} end
+redis.call('ZADD', members, num(now), node)
+local stale = redis.call('ZRANGEBYSCORE', members, '-inf', '(' .. num(now - down_after))
+if #stale > 0 then
+  for _, n in ipairs(stale) do
+    local last = tonumber(redis.call('ZSCORE', members, n))
+    remove(n, 'downed by ' .. node .. ': no heartbeat for ' .. num(now - last) .. ' ms')
+  end
+  trim_tombstones(tonumber(ARGV[3]), tonumber(ARGV[4]))
+end
+return {0, stale, view()}
+"""
+)
+
+# ARGV: 1 removed-in-view count.
+_LUA_VIEW = (
+    _LUA_MEMBERSHIP.replace("ARGV_VIEW_REMOVED", "ARGV[1]")
+    + r"""
+return view()
+"""
+)
+
+# ARGV: 1 node. Returns 1 if it was a member.
+_LUA_SET_LEAVING = (
+    _LUA_MEMBERSHIP.replace("ARGV_VIEW_REMOVED", "1")
+    + r"""
+local v = redis.call('HGET', info, ARGV[1])
+if not v then return 0 end
+local status, rest = string.match(v, '^([^|]*)|(.*)$')
+if status == 'leaving' then return 1 end
+redis.call('HSET', info, ARGV[1], 'leaving|' .. rest)
+redis.call('INCR', version)
+return 1
+"""
+)
+
+# ARGV: 1 node, 2 reason, 3 tombstone keep ms, 4 tombstone max count.
+# Returns 1 if this call removed it.
+_LUA_REMOVE = (
+    _LUA_MEMBERSHIP.replace("ARGV_VIEW_REMOVED", "1")
+    + r"""
+if not redis.call('ZSCORE', members, ARGV[1]) then return 0 end
+remove(ARGV[1], ARGV[2])
+trim_tombstones(tonumber(ARGV[3]), tonumber(ARGV[4]))
+return 1
+"""
+)
+
+# Leases. KEYS: 1 lease, 2 fence. A missing fence counter (first grant, or the
+# store lost its data) is seeded with the server time in microseconds, so tokens
+# keep increasing across a data loss as long as the server clock does.
+_LUA_ACQUIRE = r"""
+if redis.replicate_commands then redis.replicate_commands() end
+local cur = redis.call('HMGET', KEYS[1], 'owner', 'token')
+if cur[1] then
+  if cur[1] == ARGV[1] then
+    redis.call('PEXPIRE', KEYS[1], ARGV[2])
+    return tonumber(cur[2])
+  end
+  return false
+end
+if redis.call('EXISTS', KEYS[2]) == 0 then
+  local t = redis.call('TIME')
+  redis.call('SET', KEYS[2], t[1] .. string.format('%06d', tonumber(t[2])))
+end
+local token = redis.call('INCR', KEYS[2])
+redis.call('HSET', KEYS[1], 'owner', ARGV[1], 'token', string.format('%.0f', token))
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+return token
+"""
+
+_LUA_RENEW = r"""
+local cur = redis.call('HMGET', KEYS[1], 'owner', 'token')
+if cur[1] == ARGV[1] and cur[2] == ARGV[2] then
+  redis.call('PEXPIRE', KEYS[1], ARGV[3])
+  return 1
+end
+return 0
+"""
+
+_LUA_RELEASE = r"""
+local cur = redis.call('HMGET', KEYS[1], 'owner', 'token')
+if cur[1] == ARGV[1] and cur[2] == ARGV[2] then
+  redis.call('DEL', KEYS[1])
+  return 1
+end
+return 0
+"""
+
+_LUA_HOLDER = r"""
+local cur = redis.call('HMGET', KEYS[1], 'owner', 'token')
+if not cur[1] then return false end
+return {cur[1], tonumber(cur[2]), redis.call('PTTL', KEYS[1])}
+"""
+
+
+def _no_client_setinfo() -> dict[str, Any]:
+    """Connection options that skip the CLIENT SETINFO round trips on connect
+    (``driver_info`` since redis-py 7; ``lib_name``/``lib_version`` before)."""
+    params = inspect.signature(redis.connection.AbstractConnection.__init__).parameters
+    if "driver_info" in params:
+        return {"driver_info": None}
+    if "lib_name" in params:
+        return {"lib_name": None, "lib_version": None}
+    return {}
+
+
+_NO_CLIENT_SETINFO = _no_client_setinfo()
+
+
+def _get_connection_args() -> tuple[str, ...]:
+    """``pool.get_connection()`` takes no argument since redis-py 5.3 (and warns
+    about one); before, it required a command name."""
+    params = inspect.signature(redis.ConnectionPool.get_connection).parameters
+    name = params.get("command_name")
+    if name is not None and name.default is inspect.Parameter.empty:
+        return ("XADD",)
+    return ()
+
+
+_GET_CONNECTION_ARGS = _get_connection_args()
+
+
+class _Script:
+    """A Lua script run with EVALSHA, loaded on the first NOSCRIPT (after a restart
+    or a ``SCRIPT FLUSH`` the server forgets scripts)."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+        self.sha = hashlib.sha1(source.encode()).hexdigest()
+
+    def run(self, client: redis.Redis, keys: Sequence[str], args: Sequence[Any]) -> Any:
+        try:
+            return _execute(client, "EVALSHA", self.sha, len(keys), *keys, *args)
+        except NoScriptError:
+            return _execute(client, "EVAL", self.source, len(keys), *keys, *args)
+
+
+class _Connections:
+    """The connections of one seam object: one ``redis.Redis`` per OS thread that
+    uses it, created on first use in that thread; errors mapped to
+    :class:`BackendUnavailable`."""
+
+    def __init__(self, backend: RedisBackend, *, socket_timeout: float, max_connections: int):
+        self._backend = backend
+        self._socket_timeout = socket_timeout
+        self._max_connections = max_connections
+        self._clients: dict[int, redis.Redis] = {}
+        self._closed = False
+
+    def client(self) -> redis.Redis:
+        if self._closed:
+            raise RuntimeError(f"{self._backend!r}: used after close()")
+        ident = get_ident()
+        client = self._clients.get(ident)
+        if client is None:
+            client = self._backend._new_client(self._socket_timeout, self._max_connections)
+            self._clients[ident] = client
+        return client
+
+    def call(self, what: str, fn: Callable[[redis.Redis], _T]) -> _T:
+        """``fn(client)``, with every redis error (and socket error) mapped."""
+        try:
+            return fn(self.client())
+        except (RedisError, OSError) as exc:
+            raise self._backend._unavailable(what, exc) from None
+
+    def close(self) -> None:
+        self._closed = True
+        clients, self._clients = self._clients, {}
+        for client in clients.values():
+            try:
+                client.close()
+                client.connection_pool.disconnect()
+            except Exception:  # closing is best effort: the sockets may be gone already
+                log.debug("closing a connection of %r failed", self._backend, exc_info=True)
+
+
+class _RedisOutbox:
+    """:class:`~gactors.cluster._seam.Outbox` on Redis streams."""
+
+    def __init__(self, backend: RedisBackend) -> None:
+        self._backend = backend
+        self._prefixes: dict[str, bytes] = {}
+        self._conn = _Connections(backend, socket_timeout=backend.socket_timeout, max_connections=1)
+
+    def __repr__(self) -> str:
+        return f"<RedisOutbox of {self._backend!r}>"
+
+    def send(self, batches: Sequence[tuple[str, bytes]]) -> None:
+        if not batches:
+            return
+        # The XADDs are packed here rather than through redis-py's pipeline: its
+        # generic encoder costs more than the round trip (measured: 32k entries/s
+        # through the pipeline, over twice that packed here). Everything goes out in
+        # one write and the replies are read after it: one round trip.
+        prefixes = self._prefixes
+        parts: list[bytes] = []
+        append = parts.append
+        for node, batch in batches:
+            prefix = prefixes.get(node)
+            if prefix is None:
+                prefix = self._prefix_of(node)
+            append(prefix)
+            append(b"%d\r\n" % len(batch))
+            append(batch)
+            append(b"\r\n")
+        packed = b"".join(parts)
+        count = len(batches)
+
+        def run(client: redis.Redis) -> None:
+            pool = client.connection_pool
+            conn: Any = pool.get_connection(*_GET_CONNECTION_ARGS)  # partly unannotated
+            try:
+                conn.send_packed_command([packed])
+                for _ in range(count):
+                    # An error reply raises here; the connection is then dropped
+                    # below, with the replies not yet read.
+                    conn.read_response()
+            except BaseException:
+                conn.disconnect()
+                raise
+            finally:
+                pool.release(conn)
+
+        self._conn.call("send", run)
+
+    def _prefix_of(self, node: str) -> bytes:
+        """The RESP bytes of ``XADD <inbox> MAXLEN ~ <n> * d $`` (up to the batch's
+        length) for ``node``: the same for every batch to it, so kept."""
+        if len(self._prefixes) > 10_000:
+            self._prefixes.clear()  # nodes come and go: keep the cache bounded
+        key = self._backend.inbox_key(node).encode()
+        maxlen = str(self._backend.inbox_maxlen).encode()
+        prefix = b"*8\r\n$4\r\nXADD\r\n$%d\r\n%s\r\n$6\r\nMAXLEN\r\n$1\r\n~\r\n" % (
+            len(key),
+            key,
+        )
+        prefix += b"$%d\r\n%s\r\n$1\r\n*\r\n$1\r\n%s\r\n$" % (
+            len(maxlen),
+            maxlen,
+            BATCH_FIELD,
+        )
+        self._prefixes[node] = prefix
+        return prefix
+
+    def close(self) -> None:
+        self._conn.close()
+
+
+class _RedisInboxReader:
+    """:class:`~gactors.cluster._seam.InboxReader` on a Redis stream (``XREAD BLOCK``
+    from the last id seen; no consumer group: at-most-once needs no acknowledgement)."""
+
+    def __init__(self, backend: RedisBackend, node: str, max_block_ms: int) -> None:
+        if max_block_ms <= 0:
+            raise ValueError(f"max_block_ms must be > 0, not {max_block_ms!r}")
+        self._backend = backend
+        self._key = backend.inbox_key(_check_node(node))
+        self._max_block_ms = max_block_ms
+        self._last_id = b"0-0"
+        # The socket timeout must exceed the longest BLOCK (redis-py#2807): a read
+        # that outlives it is a dead connection, not an empty inbox.
+        self._conn = _Connections(
+            backend,
+            socket_timeout=max_block_ms / 1000.0 + backend.socket_timeout,
+            max_connections=1,
+        )
+
+    def __repr__(self) -> str:
+        return f"<RedisInboxReader {self._key!r} of {self._backend!r}>"
+
+    def read(self, block_ms: int, count: int) -> list[bytes]:
+        if not 0 < block_ms <= self._max_block_ms:
+            raise ValueError(
+                f"block_ms must be in 1..{self._max_block_ms} (the reader's max_block_ms), "
+                f"not {block_ms!r}"
+            )
+        if count <= 0:
+            raise ValueError(f"count must be > 0, not {count!r}")
+
+        def run(client: redis.Redis) -> Any:
+            return _execute(
+                client,
+                "XREAD",
+                "COUNT",
+                count,
+                "BLOCK",
+                block_ms,
+                "STREAMS",
+                self._key,
+                self._last_id,
+            )
+
+        reply = self._conn.call("read", run)
+        if not reply:
+            return []
+        batches: list[bytes] = []
+        for _stream, entries in reply:
+            for entry_id, fields in entries:
+                self._last_id = entry_id
+                data = fields.get(BATCH_FIELD) if isinstance(fields, dict) else None
+                if not isinstance(data, bytes):
+                    # Not written by an Outbox: hand on an empty batch, which no batch
+                    # decoder accepts, so the node reports it like any other garbage.
+                    log.debug("inbox entry %r has no %r field", entry_id, BATCH_FIELD)
+                    data = b""
+                batches.append(data)
+        return batches
+
+    def close(self) -> None:
+        self._conn.close()
+
+
+def _check_node(node: str) -> str:
+    if not isinstance(node, str) or not _NODE_RE.match(node):
+        raise ValueError(f"a node id must match [A-Za-z0-9_.-]+, not {node!r}")
+    return node
+
+
+class _RedisMembershipStore:
+    """:class:`~gactors.cluster._seam.MembershipStore` on Redis (Lua scripts)."""
+
+    def __init__(self, backend: RedisBackend) -> None:
+        self._backend = backend
+        self._keys = backend._membership_keys()
+        self._conn = _Connections(backend, socket_timeout=backend.socket_timeout, max_connections=1)
+
+    def __repr__(self) -> str:
+        return f"<RedisMembershipStore of {self._backend!r}>"
+
+    def join(self, node: str, roles: Sequence[str]) -> MembershipView:
+        _check_node(node)
+        if isinstance(roles, str) or not all(isinstance(r, str) for r in roles):
+            raise ValueError(f"roles must be a sequence of str, not {roles!r}")
+        args = (
+            node,
+            json.dumps(list(roles)),
+            uuid.uuid4().hex,
+            self._backend.view_removed,
+        )
+        code, raw = self._conn.call("join", lambda c: _JOIN.run(c, self._keys, args))
+        if code == 2:
+            raise ValueError(f"node {node!r} was removed from the cluster; ids are never reused")
+        if code == 3:
+            raise ValueError(f"node {node!r} is already a member of the cluster")
+        return _parse_view(raw)
+
+    def heartbeat(
+        self, node: str, unreachable_after_ms: int, down_after_ms: int
+    ) -> HeartbeatResult:
+        if not 0 < unreachable_after_ms < down_after_ms:
+            raise ValueError(
+                "need 0 < unreachable_after_ms < down_after_ms, got "
+                f"{unreachable_after_ms!r} and {down_after_ms!r}"
+            )
+        backend = self._backend
+        args = (
+            node,
+            down_after_ms,
+            backend.tombstone_keep_ms,
+            backend.tombstone_max,
+            backend.view_removed,
+        )
+        inbox = backend.inbox_key(node)
+
+        def run(client: redis.Redis) -> list[Any]:
+            # One round trip: the script and the expiry of our own inbox (it is
+            # untagged, in another slot, so it cannot be touched by the script).
+            for attempt in (0, 1):
+                pipe = client.pipeline(transaction=False)
+                script = "EVALSHA" if attempt == 0 else "EVAL"
+                body = _HEARTBEAT.sha if attempt == 0 else _HEARTBEAT.source
+                _execute(pipe, script, body, len(self._keys), *self._keys, *args)
+                _execute(pipe, "PEXPIRE", inbox, 2 * down_after_ms)
+                results: list[Any] = pipe.execute(raise_on_error=False)
+                if isinstance(results[0], NoScriptError) and attempt == 0:
+                    continue
+                for result in results:
+                    if isinstance(result, Exception):
+                        raise result
+                return results
+            raise AssertionError("unreachable")  # pragma: no cover
+
+        results = self._conn.call("heartbeat", run)
+        removed, reaped, raw = results[0]
+        reaped_nodes = tuple(_text(n) for n in reaped)
+        if reaped_nodes:
+            # Their inboxes go too (best effort: they also expire by themselves).
+            self._conn.call(
+                "heartbeat",
+                lambda c: c.delete(*(backend.inbox_key(n) for n in reaped_nodes)),
+            )
+            log.info("cluster %s: reaped %s", backend.cluster_name, ", ".join(reaped_nodes))
+        return HeartbeatResult(
+            view=_parse_view(raw), self_removed=bool(removed), reaped=reaped_nodes
+        )
+
+    def view(self) -> MembershipView:
+        raw = self._conn.call(
+            "view", lambda c: _VIEW.run(c, self._keys, (self._backend.view_removed,))
+        )
+        return _parse_view(raw)
+
+    def set_leaving(self, node: str) -> None:
+        self._conn.call("set_leaving", lambda c: _SET_LEAVING.run(c, self._keys, (node,)))
+
+    def remove(self, node: str, reason: str) -> bool:
+        backend = self._backend
+        args = (node, reason, backend.tombstone_keep_ms, backend.tombstone_max)
+        removed = self._conn.call("remove", lambda c: _REMOVE.run(c, self._keys, args))
+        if removed:
+            self._conn.call("remove", lambda c: c.delete(backend.inbox_key(node)))
+        return bool(removed)
+
+    def close(self) -> None:
+        self._conn.close()
+
+
+class _RedisLeaseStore:
+    """:class:`~gactors.cluster._seam.LeaseStore` on Redis (Lua scripts; the token
+    from ``INCR`` in the same script as the grant)."""
+
+    def __init__(self, backend: RedisBackend, max_connections: int) -> None:
+        self._backend = backend
+        self._conn = _Connections(
+            backend, socket_timeout=backend.socket_timeout, max_connections=max_connections
+        )
+
+    def __repr__(self) -> str:
+        return f"<RedisLeaseStore of {self._backend!r}>"
+
+    def _keys(self, name: str) -> tuple[str, str]:
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"a lease name must be a non-empty str, not {name!r}")
+        return self._backend.lease_keys(name)
+
+    @staticmethod
+    def _check_ttl(ttl_ms: int) -> None:
+        if not isinstance(ttl_ms, int) or ttl_ms <= 0:
+            raise ValueError(f"ttl_ms must be a positive int, not {ttl_ms!r}")
+
+    def acquire(self, name: str, owner: str, ttl_ms: int) -> int | None:
+        self._check_ttl(ttl_ms)
+        if not owner:
+            raise ValueError("a lease owner must be a non-empty str")
+        keys = self._keys(name)
+        token = self._conn.call("acquire", lambda c: _ACQUIRE.run(c, keys, (owner, ttl_ms)))
+        return None if token is None else int(token)
+
+    def renew(self, name: str, owner: str, token: int, ttl_ms: int) -> bool:
+        self._check_ttl(ttl_ms)
+        keys = self._keys(name)
+        ok = self._conn.call("renew", lambda c: _RENEW.run(c, keys, (owner, token, ttl_ms)))
+        return bool(ok)
+
+    def release(self, name: str, owner: str, token: int) -> bool:
+        keys = self._keys(name)
+        ok = self._conn.call("release", lambda c: _RELEASE.run(c, keys, (owner, token)))
+        return bool(ok)
+
+    def holder(self, name: str) -> tuple[str, int, int] | None:
+        keys = self._keys(name)
+        raw = self._conn.call("holder", lambda c: _HOLDER.run(c, keys[:1], ()))
+        if not raw:
+            return None
+        owner, token, ttl = raw
+        return _text(owner), int(token), max(int(ttl), 0)
+
+    def close(self) -> None:
+        self._conn.close()
+
+
+def _execute(target: Any, *args: Any) -> Any:
+    """``target.execute_command(*args)`` (a client or a pipeline)."""
+    # redis-py leaves execute_command unannotated.
+    return target.execute_command(*args)
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _parse_view(raw: Sequence[Any]) -> MembershipView:
+    version, epoch, now, scored, info_flat, removed = raw
+    now = int(now)
+    info: dict[str, bytes] = {}
+    for i in range(0, len(info_flat), 2):
+        info[_text(info_flat[i])] = info_flat[i + 1]
+    members: list[MemberRecord] = []
+    for i in range(0, len(scored), 2):
+        node = _text(scored[i])
+        last = int(float(scored[i + 1]))
+        status, joined = STATUS_UP, 0
+        roles_list: tuple[str, ...] = ()
+        entry = info.get(node)
+        if entry is not None:
+            raw_status, raw_joined, raw_roles = _text(entry).split("|", 2)
+            status = STATUS_LEAVING if raw_status == STATUS_LEAVING else STATUS_UP
+            joined = int(raw_joined)
+            roles_list = tuple(str(r) for r in json.loads(raw_roles))
+        members.append(
+            MemberRecord(
+                node=node,
+                roles=roles_list,
+                status=status,
+                last_heartbeat_age_ms=max(now - last, 0),
+                joined_at_ms=joined,
+            )
+        )
+    members.sort(key=lambda m: (m.joined_at_ms, m.node))
+    return MembershipView(
+        version=int(version),
+        epoch=_text(epoch),
+        server_time_ms=now,
+        members=tuple(members),
+        removed=tuple(_text(n) for n in removed),
+    )
+
+
+_JOIN = _Script(_LUA_JOIN)
+_HEARTBEAT = _Script(_LUA_HEARTBEAT)
+_VIEW = _Script(_LUA_VIEW)
+_SET_LEAVING = _Script(_LUA_SET_LEAVING)
+_REMOVE = _Script(_LUA_REMOVE)
+_ACQUIRE = _Script(_LUA_ACQUIRE)
+_RENEW = _Script(_LUA_RENEW)
+_RELEASE = _Script(_LUA_RELEASE)
+_HOLDER = _Script(_LUA_HOLDER)
+
+
+class RedisBackend:
+    """The Redis engine for one cluster: a :class:`~gactors.cluster._seam.Backend`.
+
+    ``url`` is a redis-py URL: ``redis://[user:password@]host:port/db``,
+    ``rediss://...`` for TLS (``?ssl_cert_reqs=none`` or ``?ssl_ca_certs=/path``),
+    ``unix:///path?db=0``. ``cluster_name`` (the system name) and ``key_prefix``
+    name the keyspace: two clusters or prefixes never share a key. Creating it does
+    not connect (:meth:`ping` does).
+
+    ``socket_timeout`` bounds every command (the blocking read adds its block to
+    it), ``connect_timeout`` every connect; ``inbox_maxlen`` is the approximate
+    number of batches an inbox keeps; tombstones are kept ``tombstone_keep_ms`` and
+    at most ``tombstone_max``; a view lists the ``view_removed`` newest of them.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        cluster_name: str,
+        key_prefix: str = "gactors",
+        *,
+        socket_timeout: float = 5.0,
+        connect_timeout: float = 2.0,
+        inbox_maxlen: int = 10_000,
+        tombstone_keep_ms: int = 24 * 3600 * 1000,
+        tombstone_max: int = 1000,
+        view_removed: int = 100,
+    ) -> None:
+        if not isinstance(url, str) or not url.startswith(("redis://", "rediss://", "unix://")):
+            shown = mask_url(str(url))
+            raise ValueError(
+                f"cluster url must start with redis://, rediss:// or unix://, not {shown!r}"
+            )
+        for what, value in (("cluster name", cluster_name), ("key prefix", key_prefix)):
+            if not isinstance(value, str) or not _NAME_RE.match(value):
+                raise ValueError(
+                    f"the {what} must match [A-Za-z0-9_.:-]+ (no braces: they would break "
+                    f"the hash tag), not {value!r}"
+                )
+        for what, number in (
+            ("socket_timeout", socket_timeout),
+            ("connect_timeout", connect_timeout),
+            ("inbox_maxlen", inbox_maxlen),
+            ("tombstone_keep_ms", tombstone_keep_ms),
+            ("tombstone_max", tombstone_max),
+            ("view_removed", view_removed),
+        ):
+            if number <= 0:
+                raise ValueError(f"{what} must be > 0, not {number!r}")
+        self._url = url
+        self._secrets = _secrets_of(url)
+        #: The URL with the password masked.
+        self.safe_url = mask_url(url)
+        self.cluster_name = cluster_name
+        self.key_prefix = key_prefix
+        self.socket_timeout = float(socket_timeout)
+        self.connect_timeout = float(connect_timeout)
+        self.inbox_maxlen = int(inbox_maxlen)
+        self.tombstone_keep_ms = int(tombstone_keep_ms)
+        self.tombstone_max = int(tombstone_max)
+        self.view_removed = int(view_removed)
+        base = f"{key_prefix}:{cluster_name}"
+        self._inbox_prefix = f"{base}:inbox:"
+        self._tag = "{" + base + "}"
+        # Weak: an object the node dropped closes with its garbage collection.
+        self._children: weakref.WeakSet[Any] = weakref.WeakSet()
+        self._own = _Connections(self, socket_timeout=self.socket_timeout, max_connections=1)
+        # Parse once now, so that a malformed URL fails here, not in the first call.
+        try:
+            redis.connection.parse_url(url)  # type: ignore[no-untyped-call]  # unannotated
+        except (ValueError, RedisError) as exc:
+            detail = self._scrub(str(exc))
+            raise ValueError(f"bad cluster url {self.safe_url}: {detail}") from None
+
+    def __repr__(self) -> str:
+        return (
+            f"<RedisBackend {self.safe_url} cluster={self.cluster_name!r} "
+            f"prefix={self.key_prefix!r}>"
+        )
+
+    # -- keys --------------------------------------------------------------------
+    def inbox_key(self, node: str) -> str:
+        """The stream key of ``node``'s inbox."""
+        return self._inbox_prefix + node
+
+    def _membership_keys(self) -> tuple[str, ...]:
+        tag = self._tag
+        return tuple(
+            f"{tag}:{name}"
+            for name in ("members", "info", "version", "epoch", "tombstones", "reasons")
+        )
+
+    def lease_keys(self, name: str) -> tuple[str, str]:
+        """The keys of lease ``name``: the lease and its fencing counter."""
+        return f"{self._tag}:lease:{name}", f"{self._tag}:fence:{name}"
+
+    # -- connections -------------------------------------------------------------
+    def _scrub(self, text: str) -> str:
+        for secret in self._secrets:
+            text = text.replace(secret, "***")
+        return text
+
+    def _unavailable(self, what: str, exc: BaseException) -> BackendUnavailable:
+        detail = self._scrub(f"{what}: {type(exc).__name__}: {exc}")
+        return BackendUnavailable(self.safe_url, detail)
+
+    def _new_client(self, socket_timeout: float, max_connections: int) -> redis.Redis:
+        pool = redis.BlockingConnectionPool.from_url(
+            self._url,
+            max_connections=max_connections,
+            # How long a caller waits for a free connection of the pool.
+            timeout=socket_timeout,
+            queue_class=gevent.queue.LifoQueue,
+            socket_timeout=socket_timeout,
+            socket_connect_timeout=self.connect_timeout,
+            socket_keepalive=True,
+            # No retries here: the node's loops own retry and backoff.
+            retry=Retry(NoBackoff(), 0),
+            retry_on_timeout=False,
+            # RESP2: stable reply shapes across redis-py versions and servers.
+            protocol=2,
+            **_NO_CLIENT_SETINFO,
+        )
+        return redis.Redis(connection_pool=pool)
+
+    # -- the Backend protocol ------------------------------------------------------
+    def ping(self) -> None:
+        """Check that the server answers (and that the credentials are accepted)."""
+        self._own.call("ping", lambda c: c.ping())
+
+    def outbox(self) -> Outbox:
+        """A new outbox (one connection)."""
+        return self._adopt(_RedisOutbox(self))
+
+    def inbox_reader(self, node: str, max_block_ms: int = 5000) -> InboxReader:
+        """A new reader of ``node``'s inbox (one connection; blocks up to
+        ``max_block_ms`` per read)."""
+        return self._adopt(_RedisInboxReader(self, node, max_block_ms))
+
+    def membership(self) -> MembershipStore:
+        """A new membership store (one connection per thread that uses it)."""
+        return self._adopt(_RedisMembershipStore(self))
+
+    def leases(self, max_connections: int = 4) -> LeaseStore:
+        """A new lease store; its pool may be shared by up to ``max_connections``
+        greenlets of one thread."""
+        return self._adopt(_RedisLeaseStore(self, max_connections))
+
+    def _adopt(self, child: _T) -> _T:
+        self._children.add(child)
+        return child
+
+    def close(self) -> None:
+        """Close this backend's connection and those of every object it made."""
+        children = list(self._children)
+        self._children.clear()
+        for child in children:
+            child.close()
+        self._own.close()
+
+
+if TYPE_CHECKING:
+    # mypy checks here that the engine has the seam's shape.
+    def _conforms(backend: RedisBackend) -> Backend:
+        return backend

