@@ -110,7 +110,7 @@ class Sender(Actor):
         self.n = self.sent = 0
 
     def _chunk(self) -> None:
-        tell, me = self.sink.tell, self.self_ref
+        tell, me = self.sink.tell, self.context.self
         k = min(CHUNK, self.n - self.sent)
         for i in range(self.sent, self.sent + k):
             tell(i, sender=me)
@@ -231,31 +231,49 @@ def remote_detect(args: argparse.Namespace) -> Result:
 def remote_idle(args: argparse.Namespace) -> Result:
     """Two idle nodes for N seconds: Redis commands per heartbeat per node.
 
-    Counted by the server (``INFO commandstats`` before and after); the commands this
-    measuring connection itself sends are left out.
+    ``per_beat`` counts what the nodes *send* (seen with ``MONITOR``; the commands a Lua
+    script runs inside the server are left out, they cost no round trip);
+    ``server_per_beat`` counts everything the server executed for them
+    (``INFO commandstats``, script internals included). The measuring connections'
+    own commands are left out of both.
     """
     import redis  # the cluster extra's client, for the server's counters only
 
     seconds = float(max(1, args.n))
     beat = DETECTOR["heartbeat_interval"]
     client = redis.Redis.from_url(_url())
+    sent: dict[str, int] = {}
+
+    def monitor() -> None:
+        with client.monitor() as m:
+            for cmd in m.listen():
+                if cmd.get("client_type") == "lua":
+                    continue
+                name = str(cmd.get("command", "")).split(" ", 1)[0].strip('"').lower()
+                sent[name] = sent.get(name, 0) + 1
+
     with two_nodes(**DETECTOR):
         gevent.sleep(2 * beat)  # past joining
         before = client.info("commandstats")
+        watcher = gevent.spawn(monitor)
         gevent.sleep(seconds)
+        watcher.kill()
         after = client.info("commandstats")
-    mine = {"cmdstat_info"}
+    mine = {"cmdstat_info", "cmdstat_monitor"}
     calls = {
         k: after[k]["calls"] - before.get(k, {"calls": 0})["calls"] for k in after if k not in mine
     }
-    total = sum(calls.values())
-    per_beat = total / 2 / (seconds / beat)
-    top = sorted(((v, k) for k, v in calls.items() if v), reverse=True)[:6]
+    beats = 2 * seconds / beat  # two nodes
+    total_sent = sum(sent.values())
     return {
         "seconds": seconds,
-        "count": total,
-        "metrics": {"per_beat": per_beat, "cmds_per_s": total / seconds},
-        "commands": {k.removeprefix("cmdstat_"): v for v, k in top},
+        "count": total_sent,
+        "metrics": {
+            "per_beat": total_sent / beats,
+            "server_per_beat": sum(calls.values()) / beats,
+        },
+        "sent": dict(sorted(sent.items(), key=lambda kv: -kv[1])),
+        "server": {k.removeprefix("cmdstat_"): v for k, v in calls.items() if v},
     }
 
 

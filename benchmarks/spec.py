@@ -222,6 +222,7 @@ REMOTE_ROWS: tuple[Row, ...] = (
     Row("SIGKILL -> Terminated", "remote_detect", "detect_s", "s", False),
     Row("bound for it", "remote_detect", "bound_s", "s", False),
     Row("idle commands/beat", "remote_idle", "per_beat", "cmds", False),
+    Row("idle, in the server", "remote_idle", "server_per_beat", "cmds", False),
 )
 
 RAW_ROWS: tuple[Row, ...] = (

@@ -37,6 +37,7 @@ from gactors import ActorSystem, DeadLetter, Terminated
 from gactors.testkit import TestProbe, dilated
 
 redis = pytest.importorskip("redis")
+msgspec = pytest.importorskip("msgspec")
 cluster_mod = pytest.importorskip("gactors.cluster")
 Cluster = cluster_mod.Cluster
 MemberRemoved = cluster_mod.MemberRemoved
@@ -385,18 +386,29 @@ def test_garbage_and_oversized_inbox_entries_are_dead_letters_and_the_reader_goe
         raw = redis.Redis.from_url(redis_url)
         key = inbox_key(system)
         assert raw.exists(key), f"no inbox stream at {key}"
-        entries = [
+
+        def entry(payload: bytes, serializer: int = 1) -> bytes:
+            # One batch of one user-message record to the probe (uid 0: whatever lives
+            # at the path), as docs/cluster/concepts.md describes the wire.
+            record = [0, [probe.ref.path.path_str, 0], None, serializer, payload]
+            return msgspec.msgpack.encode([record])
+
+        # The hand-made entry is right: a small one arrives.
+        raw.xadd(key, {b"d": entry(msgspec.msgpack.encode("hand-made"))})
+        assert probe.receive_one(timeout=10.0) == "hand-made"
+        bad = [
             b"\xc1 not msgpack at all",  # 0xc1 is never valid msgpack
             b"\x93\x01\x02",  # valid msgpack, not a batch of records
-            b"\x91\x95\x00\x92\xa7/user/x\x01\xc0\x7f\xc4\x03abc",  # unknown serializer id
-            b"\x00" * (limit + 1024),  # larger than max_message_size
+            entry(msgspec.msgpack.encode("x"), serializer=127),  # an unknown serializer
+            entry(msgspec.msgpack.encode("\u2603" * limit)),  # larger than max_message_size
         ]
-        for entry in entries:
-            raw.xadd(key, {b"d": entry})
+        for data in bad:
+            raw.xadd(key, {b"d": data})
         raw.xadd(key, {b"x": b"a field the reader does not know"})
-        wait_until(lambda: len(dead) >= len(entries), 10.0, "a dead letter per bad entry")
-        warnings = [r for r in caplog.records if r.levelno >= logging.WARNING]
-        assert len(warnings) >= len(entries), [r.getMessage() for r in warnings]
+        wait_until(lambda: len(dead) >= len(bad), 10.0, "a dead letter per bad entry")
+        warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+        assert len(warnings) >= len(bad), warnings
+        assert any("max_message_size" in w for w in warnings), warnings
         # The reader kept going: later messages arrive, in order.
         for i in range(5):
             target.tell(("after", i))
