@@ -314,6 +314,40 @@ def test_redis_restart_with_persistence_keeps_the_members_and_leaks_nothing() ->
             )
 
 
+def test_redis_outage_longer_than_down_after_one_node_stays_the_others_terminate() -> None:
+    from gactors.testkit._redis_server import RedisServer, find_server_binary
+
+    binary = find_server_binary()
+    if binary is None:
+        pytest.skip("this test runs its own server: no redis-server/valkey-server found")
+    with RedisServer(binary, persistent=True) as server:
+        url = server.url
+        name = _name("long")
+        with node(name, url, **FAST) as system, node_process(url, name, **FAST) as peer:
+            wait_until(lambda: len(member_addresses(system)) == 2, 10.0, "two members")
+            server.stop()
+            # By the server's clock every member missed its beats for > down_after.
+            gevent.sleep(FAST["down_after"] + 1.0)
+            server.start()
+            # The first heartbeat to reach the server removes the others, which then find
+            # themselves removed and terminate: exactly one of the two nodes stays.
+            deadline = time.monotonic() + dilated(FAST["down_after"] + 15.0)
+            while time.monotonic() < deadline:
+                if system.is_terminated or peer.proc.poll() is not None:
+                    break
+                gevent.sleep(0.1)
+            if system.is_terminated:
+                assert peer.proc.poll() is None, "both nodes terminated"
+                wait_until(lambda: peer.proc.poll() is None, 1.0, "the peer to stay")
+            else:
+                assert peer.wait_terminated(15.0), peer.log()
+                assert "removed from the cluster" in peer.log(), peer.log()
+                me = str(Cluster(system).self_address)
+                wait_until(
+                    lambda: member_addresses(system) == {me}, 10.0, "a cluster of the survivor"
+                )
+
+
 def test_redis_restart_without_persistence_is_a_new_epoch_nodes_terminate(
     redis_server: Any,
 ) -> None:
