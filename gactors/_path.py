@@ -52,6 +52,7 @@ class Address:
 
     system: str
     node: str | None
+    _str: str
 
     def __init__(self, system: str, node: str | None = None) -> None:
         object.__setattr__(self, "system", system)
@@ -69,7 +70,7 @@ class Address:
         return self.node is not None
 
     def __str__(self) -> str:
-        return self._str  # type: ignore[no-any-return]
+        return self._str
 
     def __repr__(self) -> str:
         return f"Address({self.system!r}, {self.node!r})"
@@ -179,7 +180,9 @@ class ActorPath:
         if s is None:
             node = self._node
             s = self._str = (
-                f"gactors://{self._system}/" if node is None else f"gactors://{self._system}@{node}/"
+                f"gactors://{self._system}/"
+                if node is None
+                else f"gactors://{self._system}@{node}/"
             ) + "/".join(self._elements)
         return s
 

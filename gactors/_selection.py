@@ -42,7 +42,7 @@ class ActorSelection:
         path = self._path
         node = system._cluster_node
         if path.node is not None and node is not None and path.node != node.node_id:
-            return node.remote_ref(path, 0)
+            return node.remote_ref(path, 0)  # type: ignore[no-any-return]
         ref = system.lookup(path) if path.node is None or node is not None else None
         if ref is None:
             return EmptyLocalActorRef(system, path, 0)

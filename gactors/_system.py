@@ -363,7 +363,9 @@ class ActorSystem:
         if not isinstance(path, ActorPath):
             path = ActorPath.parse(path, self.name)
         elif path.system_name != self.name:
-            raise ValueError(f"path {path} belongs to system {path.system_name!r}, not {self.name!r}")
+            raise ValueError(
+                f"path {path} belongs to system {path.system_name!r}, not {self.name!r}"
+            )
         return ActorSelection(self, path)
 
     def _resolve_local(self, elements: tuple[str, ...] | list[str], uid: int) -> ActorRef | None:

@@ -119,6 +119,42 @@ def test_example_runs(name: str) -> None:
         assert re.search(pattern, out), f"{name}: no line matching {pattern!r} in:\n{out}"
 
 
+def test_cluster_example_runs() -> None:
+    """examples/cluster: two node processes on a Redis server (remote ask, DeathWatch)."""
+    pytest.importorskip("redis")
+    pytest.importorskip("msgspec")
+    from gactors.testkit._redis_server import find_server_binary
+
+    url = os.environ.get("GACTORS_TEST_REDIS_URL")
+    if not url and find_server_binary() is None:
+        pytest.skip("no Redis-protocol server (redis-server/valkey-server) to run the example")
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    env.pop("GACTORS_CONFIG", None)
+    if not url:
+        env["PATH"] = os.pathsep.join([str(Path(str(find_server_binary())).parent), env["PATH"]])
+    proc = subprocess.run(
+        [sys.executable, str(EXAMPLES / "cluster" / "run.py"), *([url] if url else [])],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    out, err = proc.stdout, proc.stderr
+    assert proc.returncode == 0, f"exited {proc.returncode}\n{out}\n{err}"
+    assert "Traceback" not in err, err
+    for pattern in [
+        r"\[shop\] resolved RemoteActorRef\(gactors://shop@\S+/user/inventory#\d+\)",
+        r"\[shop\] stock of apple: 3",
+        r"\[shop\] reserve: \('reserved', 'apple', 2\)",
+        r"\[shop\] the remote ask failed: LookupError: not enough pear",
+        r"\[shop\] member removed: gactors://shop@",
+        r"\[shop\] inventory terminated: address_terminated=True after \d",
+        r"\[shop\] shop left the cluster: True",
+    ]:
+        assert re.search(pattern, out), f"no line matching {pattern!r} in:\n{out}\n{err}"
+
+
 # -- the documentation's programs ------------------------------------------------------------
 HAVE_FLASK = importlib.util.find_spec("flask") is not None
 needs_flask = pytest.mark.skipif(not HAVE_FLASK, reason="the tutorial needs Flask")

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+import gevent
+from greenlet import getcurrent
+
+from gactors._future import Future
 from gactors._path import Address
 from gactors._ref import ActorRef
 from gactors.cluster._events import ClusterEvent, CurrentClusterState, Member
@@ -99,14 +103,34 @@ class Cluster:
     def down(self, address: Address | str) -> bool:
         """Remove the node at ``address`` from the cluster now (its watched actors
         terminate everywhere; it never comes back under that address). Downing this
-        node terminates its system. True if this call removed it."""
+        node terminates its system. True if this call removed it. Called in the hub
+        greenlet itself (a callback), where it cannot wait, it returns a Future."""
         if isinstance(address, str):
             address = Address.parse(address)
         if not isinstance(address, Address):
             raise TypeError(f"down() needs an Address, not {type(address).__name__}")
         if address.system != self._system.name or address.node is None:
             raise ValueError(f"{address} is not a node of the cluster {self._system.name!r}")
-        return self._node.down(address.node)
+        node = self._node
+        system = self._system
+        target: str = address.node
+        if system._tid == _ident() and getcurrent() is not system._hub:
+            return node.down(target)
+        # From the hub greenlet or a foreign thread: the store's round trip runs in a
+        # greenlet of the hub's thread; the caller waits for its outcome.
+        fut: Future[bool] = Future(system._hub, system._tid)
+
+        def run() -> None:
+            try:
+                fut._set_result(node.down(target))
+            except BaseException as e:
+                fut._set_exception(e)
+
+        if system._tid == _ident():
+            gevent.spawn(run)
+            return fut  # type: ignore[return-value]  # cannot block the hub: a Future
+        system._run_in_hub_async(gevent.spawn, run)
+        return fut.get(10.0)
 
     def __repr__(self) -> str:
         return f"<Cluster {self._node.address}>"

@@ -173,9 +173,7 @@ class ClusterNode:
         self._refreshing = False
         # -- inbound --
         self._reader: Any = None
-        self._exported: weakref.WeakValueDictionary[int, PromiseRef] = (
-            weakref.WeakValueDictionary()
-        )
+        self._exported: weakref.WeakValueDictionary[int, PromiseRef] = weakref.WeakValueDictionary()
         self._remote_refs: dict[tuple[str, str, int], Any] = {}
         self._local_refs: dict[tuple[str, int], ActorRef] = {}
         # -- remote DeathWatch --
@@ -293,7 +291,7 @@ class ClusterNode:
                 g.kill(block=False)
         pending = self._pending
         self._pending = {}
-        for recs, metas in pending.values():
+        for _, metas in pending.values():
             self._dead_letter_all(metas)
         # Killed greenlets unwind (closing their objects) before the backend closes.
         gevent.spawn(self._close_backend)
@@ -419,7 +417,7 @@ class ClusterNode:
     def _undeliverable(self, message: Any, sender: ActorRef | None, ref: ActorRef) -> None:
         if isinstance(message, sm.SystemMessage):
             if type(message) is sm.Watch:
-                watcher = message.watcher  # type: ignore[attr-defined]
+                watcher = message.watcher
                 watchers = self._watching.get(ref._dest, {}).get(ref)  # type: ignore[attr-defined]
                 if watchers is not None:
                     watchers.discard(watcher)
@@ -545,7 +543,7 @@ class ClusterNode:
                         continue
                 if r.kind == KIND_USER:
                     message = decode(r.serializer_id, r.payload)
-                    recipient = local_refs.get(r.recipient)  # type: ignore[call-overload]
+                    recipient = local_refs.get(r.recipient)
                     if recipient is None:
                         recipient = self._recipient(r.recipient)
                     recipient.tell(message, sender)
@@ -641,7 +639,7 @@ class ClusterNode:
         """``(address, path without address, uid)`` of ``ref``."""
         t = type(ref)
         if t is RemoteActorRef:
-            return (ref._node.address_str, ref._rpath, ref._uid)  # type: ignore[attr-defined]
+            return (ref._addr, ref._rpath, ref._uid)  # type: ignore[attr-defined]
         if t is PromiseRef:
             # Exported so that a reply to /temp/$uid finds it; weakly, so a forgotten
             # ask costs nothing (a late reply is a dead letter).
@@ -722,7 +720,12 @@ class ClusterNode:
                 except BackendUnavailable as e:
                     if not failing:
                         failing = True
-                        run(_log.warning, "cluster node %s: heartbeat failed: %s", self.address_str, e)
+                        run(
+                            _log.warning,
+                            "cluster node %s: heartbeat failed: %s",
+                            self.address_str,
+                            e,
+                        )
                     continue
                 except Exception as e:  # pragma: no cover - a bug, reported in the hub
                     run(_log.error, "cluster node %s: heartbeat error: %r", self.address_str, e)
@@ -837,6 +840,10 @@ class ClusterNode:
                 self._self_downed()
         elif node in self._members:
             self._publish(self._member_removed(node))
+        else:
+            # Not seen in a view yet: quarantined all the same.
+            self._removed.add(node)
+            self._remote_refs.clear()
         return bool(removed)
 
     def _call_store(self, fn: Callable[[Any], Any]) -> Any:

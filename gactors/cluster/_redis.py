@@ -45,14 +45,17 @@ import re
 import uuid
 import weakref
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from time import monotonic
 from typing import TYPE_CHECKING, Any, TypeVar
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
 import gevent.queue
 import redis
 from redis.backoff import NoBackoff
 from redis.exceptions import NoScriptError, RedisError
 from redis.retry import Retry
+from redis.sentinel import Sentinel, SentinelConnectionPool
 
 from gactors._threads import get_ident
 from gactors.cluster._seam import (
@@ -80,7 +83,7 @@ BATCH_FIELD = b"d"
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9_.:-]+$")
 _NODE_RE = re.compile(r"^[A-Za-z0-9_.-]+$")
-_SECRET_QUERY_KEYS = frozenset({"password", "pass", "ssl_password", "pwd"})
+_SECRET_QUERY_KEYS = frozenset({"password", "pass", "ssl_password", "pwd", "sentinel_password"})
 
 
 def mask_url(url: str) -> str:
@@ -124,6 +127,87 @@ def _secrets_of(url: str) -> list[str]:
         pass
     # Longest first, so that a secret containing another is scrubbed whole.
     return sorted({s for s in secrets if s}, key=len, reverse=True)
+
+
+SENTINEL_SCHEME = "redis+sentinel"
+#: Seconds between two questions to the Sentinels about the master, per object.
+SENTINEL_CHECK_INTERVAL = 1.0
+
+
+@dataclass(frozen=True)
+class _SentinelTarget:
+    """What a ``redis+sentinel://`` URL names."""
+
+    sentinels: tuple[tuple[str, int], ...]
+    service: str
+    db: int
+    username: str | None
+    password: str | None
+    sentinel_username: str | None
+    sentinel_password: str | None
+
+
+def _parse_sentinel_url(url: str) -> _SentinelTarget:
+    """Parse ``redis+sentinel://[user:password@]host:port[,host:port...]/service[/db]``
+    with optional ``?sentinel_username=...&sentinel_password=...`` (credentials of the
+    Sentinels themselves, when they have their own). Raises ``ValueError`` naming the
+    problem (never the password)."""
+    parts = urlsplit(url)
+    userinfo, at, hostlist = parts.netloc.rpartition("@")
+    username = password = None
+    if at:
+        user, sep, secret = userinfo.partition(":")
+        username = unquote(user) or None
+        password = unquote(secret) if sep else None
+    sentinels: list[tuple[str, int]] = []
+    for item in hostlist.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        if item.startswith("["):  # [ipv6]:port
+            host, _, rest = item[1:].partition("]")
+            port_text = rest[1:] if rest.startswith(":") else ""
+        else:
+            host, _, port_text = item.rpartition(":") if ":" in item else (item, "", "")
+        try:
+            port = int(port_text) if port_text else 26379
+        except ValueError:
+            raise ValueError(f"bad Sentinel address {item!r}: the port is not a number") from None
+        if not host:
+            raise ValueError(f"bad Sentinel address {item!r}: no host")
+        sentinels.append((host, port))
+    if not sentinels:
+        raise ValueError("a redis+sentinel:// URL needs at least one Sentinel host:port")
+    path = [unquote(p) for p in parts.path.split("/") if p]
+    if not path or len(path) > 2:
+        raise ValueError(
+            "a redis+sentinel:// URL has the form redis+sentinel://host:port[,host:port]"
+            f"/service_name[/db], not the path {parts.path!r}"
+        )
+    db = 0
+    if len(path) == 2:
+        try:
+            db = int(path[1])
+        except ValueError:
+            raise ValueError(f"bad database number {path[1]!r} in the URL") from None
+    query = dict(parse_qsl(parts.query, keep_blank_values=True))
+    unknown = set(query) - {"sentinel_username", "sentinel_password", "db"}
+    if unknown:
+        raise ValueError(f"unknown option(s) in a redis+sentinel:// URL: {sorted(unknown)}")
+    if "db" in query:
+        try:
+            db = int(query["db"])
+        except ValueError:
+            raise ValueError(f"bad database number {query['db']!r} in the URL") from None
+    return _SentinelTarget(
+        sentinels=tuple(sentinels),
+        service=path[0],
+        db=db,
+        username=username,
+        password=password,
+        sentinel_username=query.get("sentinel_username") or None,
+        sentinel_password=query.get("sentinel_password") or None,
+    )
 
 
 # --- Lua --------------------------------------------------------------------------
@@ -343,6 +427,7 @@ class _Connections:
         self._socket_timeout = socket_timeout
         self._max_connections = max_connections
         self._clients: dict[int, redis.Redis] = {}
+        self._master_checked: dict[int, float] = {}
         self._closed = False
 
     def client(self) -> redis.Redis:
@@ -358,9 +443,28 @@ class _Connections:
     def call(self, what: str, fn: Callable[[redis.Redis], _T]) -> _T:
         """``fn(client)``, with every redis error (and socket error) mapped."""
         try:
-            return fn(self.client())
+            client = self.client()
+            if self._backend._sentinel is not None:
+                self._check_master(client)
+            return fn(client)
         except (RedisError, OSError) as exc:
             raise self._backend._unavailable(what, exc) from None
+
+    def _check_master(self, client: redis.Redis) -> None:
+        """Under Sentinel, ask it where the master is, at most once a second.
+
+        redis-py asks only when it opens a connection, and a master demoted by a
+        planned failover keeps its clients (and serves reads, accepts writes) until
+        the Sentinel reconfigures it, which can take ~10 s. If the master moved, this
+        drops our idle connections so that the call reconnects to the new one.
+        """
+        now = monotonic()
+        ident = get_ident()
+        if now - self._master_checked.get(ident, -1e9) < SENTINEL_CHECK_INTERVAL:
+            return
+        self._master_checked[ident] = now
+        pool: Any = client.connection_pool
+        pool.get_master_address()  # disconnects idle connections when it changed
 
     def close(self) -> None:
         self._closed = True
@@ -583,12 +687,16 @@ class _RedisMembershipStore:
         removed, reaped, raw = results[0]
         reaped_nodes = tuple(_text(n) for n in reaped)
         if reaped_nodes:
-            # Their inboxes go too (best effort: they also expire by themselves).
-            self._conn.call(
-                "heartbeat",
-                lambda c: c.delete(*(backend.inbox_key(n) for n in reaped_nodes)),
-            )
             log.info("cluster %s: reaped %s", backend.cluster_name, ", ".join(reaped_nodes))
+            # Their inboxes go too. Best effort: the reaping is done and must be
+            # reported, and the inboxes expire by themselves anyway.
+            try:
+                self._conn.call(
+                    "heartbeat",
+                    lambda c: c.delete(*(backend.inbox_key(n) for n in reaped_nodes)),
+                )
+            except BackendUnavailable as exc:
+                log.debug("deleting the inboxes of reaped nodes failed: %s", exc)
         return HeartbeatResult(
             view=_parse_view(raw), self_removed=bool(removed), reaped=reaped_nodes
         )
@@ -731,7 +839,10 @@ class RedisBackend:
 
     ``url`` is a redis-py URL: ``redis://[user:password@]host:port/db``,
     ``rediss://...`` for TLS (``?ssl_cert_reqs=none`` or ``?ssl_ca_certs=/path``),
-    ``unix:///path?db=0``. ``cluster_name`` (the system name) and ``key_prefix``
+    ``unix:///path?db=0``, or for a Sentinel-managed server
+    ``redis+sentinel://[user:password@]host:26379[,host:26379...]/service_name[/db]``
+    (``?sentinel_password=...`` if the Sentinels have their own; TLS through Sentinel
+    is not supported yet). ``cluster_name`` (the system name) and ``key_prefix``
     name the keyspace: two clusters or prefixes never share a key. Creating it does
     not connect (:meth:`ping` does).
 
@@ -754,10 +865,12 @@ class RedisBackend:
         tombstone_max: int = 1000,
         view_removed: int = 100,
     ) -> None:
-        if not isinstance(url, str) or not url.startswith(("redis://", "rediss://", "unix://")):
+        schemes = ("redis://", "rediss://", "unix://", SENTINEL_SCHEME + "://")
+        if not isinstance(url, str) or not url.startswith(schemes):
             shown = mask_url(str(url))
             raise ValueError(
-                f"cluster url must start with redis://, rediss:// or unix://, not {shown!r}"
+                "cluster url must start with redis://, rediss://, unix:// or "
+                f"redis+sentinel://, not {shown!r}"
             )
         for what, value in (("cluster name", cluster_name), ("key prefix", key_prefix)):
             if not isinstance(value, str) or not _NAME_RE.match(value):
@@ -794,8 +907,12 @@ class RedisBackend:
         self._children: weakref.WeakSet[Any] = weakref.WeakSet()
         self._own = _Connections(self, socket_timeout=self.socket_timeout, max_connections=1)
         # Parse once now, so that a malformed URL fails here, not in the first call.
+        self._sentinel: _SentinelTarget | None = None
         try:
-            redis.connection.parse_url(url)  # type: ignore[no-untyped-call]  # unannotated
+            if url.startswith(SENTINEL_SCHEME + "://"):
+                self._sentinel = _parse_sentinel_url(url)
+            else:
+                redis.connection.parse_url(url)  # type: ignore[no-untyped-call]  # unannotated
         except (ValueError, RedisError) as exc:
             detail = self._scrub(str(exc))
             raise ValueError(f"bad cluster url {self.safe_url}: {detail}") from None
@@ -833,6 +950,8 @@ class RedisBackend:
         return BackendUnavailable(self.safe_url, detail)
 
     def _new_client(self, socket_timeout: float, max_connections: int) -> redis.Redis:
+        if self._sentinel is not None:
+            return self._new_sentinel_client(self._sentinel, socket_timeout, max_connections)
         pool = redis.BlockingConnectionPool.from_url(
             self._url,
             max_connections=max_connections,
@@ -844,10 +963,46 @@ class RedisBackend:
             socket_keepalive=True,
             # No retries here: the node's loops own retry and backoff.
             retry=Retry(NoBackoff(), 0),
-            retry_on_timeout=False,
             # RESP2: stable reply shapes across redis-py versions and servers.
             protocol=2,
             **_NO_CLIENT_SETINFO,
+        )
+        return redis.Redis(connection_pool=pool)
+
+    def _new_sentinel_client(
+        self, target: _SentinelTarget, socket_timeout: float, max_connections: int
+    ) -> redis.Redis:
+        """A client of the current master of ``target.service``: every new connection
+        asks the Sentinels where the master is, a connection to a master that was
+        demoted fails (``READONLY`` -> ConnectionError -> BackendUnavailable), and
+        ``_Connections`` asks again once a second, so the calls after a failover
+        reach the new master."""
+        common: dict[str, Any] = {
+            "socket_timeout": socket_timeout,
+            "socket_connect_timeout": self.connect_timeout,
+            "socket_keepalive": True,
+            "retry": Retry(NoBackoff(), 0),
+            "protocol": 2,
+            **_NO_CLIENT_SETINFO,
+        }
+        sentinel_kwargs = dict(common)
+        if target.sentinel_password is not None:
+            sentinel_kwargs["password"] = target.sentinel_password
+        if target.sentinel_username is not None:
+            sentinel_kwargs["username"] = target.sentinel_username
+        manager = Sentinel(  # type: ignore[no-untyped-call]  # unannotated in redis-py
+            list(target.sentinels), sentinel_kwargs=sentinel_kwargs
+        )
+        # redis-py has no blocking pool for Sentinel: this one opens connections up to
+        # the limit and refuses more (an error, not a hang).
+        pool = SentinelConnectionPool(  # type: ignore[no-untyped-call]  # unannotated
+            target.service,
+            manager,
+            db=target.db,
+            username=target.username,
+            password=target.password,
+            max_connections=max_connections,
+            **common,
         )
         return redis.Redis(connection_pool=pool)
 

@@ -29,7 +29,7 @@ class RemoteActorRef(ActorRef):
     exported promise of this node).
     """
 
-    __slots__ = ("_dest", "_node", "_rpath")
+    __slots__ = ("_addr", "_dest", "_node", "_rpath")
 
     def __init__(self, node: ClusterNode, path: ActorPath, uid: int, rpath: str) -> None:
         ActorRef.__init__(self, node.system, path, uid)
@@ -38,6 +38,8 @@ class RemoteActorRef(ActorRef):
         self._dest: str = path.node  # type: ignore[assignment]
         #: The path without the address ("/user/a"), as records carry it.
         self._rpath = rpath
+        #: The address text of the destination node, as records carry it.
+        self._addr = f"gactors://{path.system_name}@{path.node}"
 
     def tell(self, message: Any, sender: ActorRef | _Implicit | None = IMPLICIT) -> None:
         if message is None:

@@ -17,12 +17,14 @@ array of *records*, each ``[kind, recipient, sender, serializer_id, payload]``:
 ``None``, ``bool``, ``int`` (any size), ``float``, ``str``, ``bytes``, ``list``,
 ``dict``, ``tuple``, ``set``, ``frozenset`` nested at any depth, refs, gactors' own
 messages and the classes registered with :func:`register_message`, each arriving as
-the same type. msgpack has only arrays and maps, so whatever else must keep its type
-travels as a msgpack *extension* (a code and bytes): tuples, sets, frozensets, dicts
-whose keys are not plain scalars, ints beyond 64 bits, refs (address, path, uid:
-resolved by the receiving node's :class:`RefCodec`), gactors' messages (a small number
-and the fields) and registered classes (the tag and the fields). Decoding never
-builds a class that was not registered; an unknown tag is a :class:`WireError`.
+the same type; also ``datetime``, ``date``, ``time``, ``timedelta``, ``UUID`` and
+``Decimal``, which messages carry too often to make everyone wrap them. msgpack has
+only arrays and maps, so whatever else must keep its type travels as a msgpack
+*extension* (a code and bytes): tuples, sets, frozensets, dicts whose keys are not
+plain scalars, ints beyond 64 bits, refs (address, path, uid: resolved by the
+receiving node's :class:`RefCodec`), gactors' messages (a small number and the fields),
+the standard-library values and registered classes (the tag and the fields). Decoding
+never builds a class that was not registered; an unknown tag is a :class:`WireError`.
 
 Speed: a ``str``, ``bytes``, ``int``, ``float``, ``bool`` or ``None`` message is one
 msgspec call each way. A container is walked once in Python before encoding, by a
@@ -38,15 +40,31 @@ inbox costs a warning and a dead letter, nothing more.
 
 **pickle** (:class:`PickleSerializer`) is for trusted networks only, never the default:
 a node decodes a pickle payload only when ``"pickle"`` is its configured serializer.
+
+**How a node uses it** (one :class:`WireCodec` per node)::
+
+    codec = WireCodec.create(settings.serializer, ref_codec, settings.max_message_size)
+    # tell time, in the hub: SerializationError goes to the caller, nothing is sent
+    record = codec.user_record("/user/a", uid, message, sender)
+    record = codec.system_record("/user/a", uid, Watch(watchee, watcher))
+    # flush: one stream entry per element, each within max_message_size
+    entries = codec.encode_batches(pending)
+    # arrival: a WireError costs a warning and a dead letter, the reader goes on
+    for record in codec.decode_batch(entry):
+        message = codec.decode_record(record)  # user message or SystemMessage
+        sender = codec.sender_from_wire(record.sender)
 """
 
 from __future__ import annotations
 
 import dataclasses
+import datetime
+import decimal
 import enum
 import io
 import pickle
 import threading
+import uuid
 import zlib
 from collections.abc import Callable, Sequence
 from typing import Any, Final, Protocol, TypeVar, overload
@@ -346,6 +364,24 @@ _X_REF: Final = 6  # [address, path, uid]
 _X_GACTORS: Final = 7  # [number, *fields]: gactors' own messages
 _X_CLASS: Final = 8  # [tag, *fields]: registered classes
 _X_LIST: Final = 9  # a list at the top of a message (see MsgpackSerializer.encode)
+_X_STDLIB: Final = 10  # [number, value]: common standard-library value types (_STDLIB)
+
+# Value types of the standard library that messages often carry (not in SPEC's list;
+# carried as themselves so nobody has to wrap them): number -> (type, to wire, from wire).
+# A datetime keeps its UTC offset; a ZoneInfo zone arrives as a fixed-offset timezone
+# (equal instant, same type). The numbers are part of the wire format.
+_STDLIB: Final[dict[int, tuple[type, Callable[[Any], Any], Callable[[Any], Any]]]] = {
+    0: (datetime.datetime, datetime.datetime.isoformat, datetime.datetime.fromisoformat),
+    1: (datetime.date, datetime.date.isoformat, datetime.date.fromisoformat),
+    2: (datetime.time, datetime.time.isoformat, datetime.time.fromisoformat),
+    3: (
+        datetime.timedelta,
+        lambda d: [d.days, d.seconds, d.microseconds],
+        lambda v: datetime.timedelta(*v),
+    ),
+    4: (uuid.UUID, lambda u: u.bytes, lambda b: uuid.UUID(bytes=b)),
+    5: (decimal.Decimal, str, decimal.Decimal),
+}
 
 _PLAIN: Final = frozenset({str, int, float, bool, type(None), bytes})
 _PLAIN_NO_INT: Final = _PLAIN - {int}
@@ -493,6 +529,12 @@ class _Walker:
 
             return c
 
+        def stdlib(number: int, to_wire: Callable[[Any], Any]) -> Callable[[Any], Ext]:
+            def c(obj: Any) -> Ext:
+                return Ext(_X_STDLIB, enc([number, to_wire(obj)]))
+
+            return c
+
         def registered(entry: _Entry) -> Callable[[Any], Ext]:
             tag = entry.tag
             if entry.shape == "fields":
@@ -540,6 +582,8 @@ class _Walker:
             if cls is not Status.Failure:
                 dispatch[cls] = g_message(number, _G_FIELDS[cls])
         dispatch[Status.Failure] = c_failure
+        for number, (std_type, to_wire, _) in _STDLIB.items():
+            dispatch[std_type] = stdlib(number, to_wire)
         self.conv = conv
         self.dispatch = dispatch
         self.items = items
@@ -607,8 +651,8 @@ def _encode_error(message: Any, walker: _Walker, exc: BaseException | None) -> S
         return SerializationError(
             f"cannot serialize a message of type {tname}: {where} cannot be sent to another "
             "node (send None, bool, int, float, str, bytes, tuple, list, dict, set, "
-            "frozenset, refs, gactors messages, or classes registered with "
-            "gactors.cluster.register_message)"
+            "frozenset, datetime, date, time, timedelta, UUID, Decimal, refs, gactors "
+            "messages, or classes registered with gactors.cluster.register_message)"
         )
     detail = f": {type(exc).__name__}: {exc}" if exc is not None else ""
     return SerializationError(f"cannot serialize a message of type {tname}{detail}")
@@ -745,6 +789,17 @@ class MsgpackSerializer:
                 return int.from_bytes(data, "big", signed=True)
             if code == _X_LIST:
                 return _array(dec(data))
+            if code == _X_STDLIB:
+                v = _array(dec(data))
+                spec = _STDLIB.get(v[0]) if len(v) == 2 and type(v[0]) is int else None
+                if spec is None:
+                    raise WireError(f"an unknown standard-library value {describe_payload(data)}")
+                try:
+                    return spec[2](v[1])
+                except Exception as e:
+                    raise WireError(
+                        f"a bad {spec[0].__name__} value on the wire: {type(e).__name__}: {e}"
+                    ) from e
             raise WireError(f"unknown msgpack extension type {code}")
 
         dec = Decoder(ext_hook=ext_hook).decode

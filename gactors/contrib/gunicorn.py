@@ -190,6 +190,27 @@ class GunicornHooks:
             os.getpid(),
             budget,
         )
+        system.when_terminated.add_done_callback(
+            lambda _: self._terminated_on_its_own(system, worker, log)
+        )
+
+    def _terminated_on_its_own(self, system: ActorSystem, worker: Any, log: Any) -> None:
+        """The system terminated without ``worker_exit`` (e.g. its cluster node was
+        downed): the worker stops, so gunicorn starts a fresh one (a new node)."""
+        if self.system is not system:
+            return  # worker_exit terminated it: the normal way out
+        node = getattr(system, "_cluster_node", None)
+        reason = getattr(node, "termination_reason", None) or "it was terminated by the application"
+        log.error(
+            "gactors: actor system %r terminated on its own in worker %s (%s); the worker "
+            "exits so that gunicorn starts a fresh one%s",
+            system.name,
+            os.getpid(),
+            reason,
+            " (a new cluster node)" if node is not None else "",
+        )
+        # gunicorn's workers loop while ``alive``; clearing it is their graceful exit.
+        worker.alive = False
 
     def worker_exit(self, server: Any, worker: Any) -> None:
         """gunicorn hook: terminate this worker's system within the shutdown budget."""

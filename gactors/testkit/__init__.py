@@ -8,7 +8,10 @@
   by the ``GACTORS_TEST_TIMEFACTOR`` environment variable (default 1), so that a slow
   CI machine can be given more time without editing tests.
 * A pytest plugin (``gactors.testkit._pytest_plugin``, registered through the
-  ``pytest11`` entry point) with the fixtures ``actor_system`` and ``probe``.
+  ``pytest11`` entry point) with the fixtures ``actor_system`` and ``probe``, and for
+  the cluster ``redis_url`` (a throwaway Redis-protocol server for the session, or
+  ``GACTORS_TEST_REDIS_URL``), ``redis_server`` (a private server a test may stop
+  and restart) and ``redis_key_prefix``.
 
 Everything here may be used from the system's hub thread (the usual case: the test
 itself runs in the main greenlet) or from any other OS thread.

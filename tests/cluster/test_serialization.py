@@ -8,11 +8,14 @@ its paths, without a second node).
 from __future__ import annotations
 
 import dataclasses
+import datetime
+import decimal
 import enum
 import math
 import pickle
 import re
 import sys
+import uuid
 from collections.abc import Iterator
 from typing import Any, NamedTuple
 
@@ -108,9 +111,14 @@ def system() -> Iterator[ActorSystem]:
     assert s.when_terminated.done()
 
 
+# The refs of the module's system, also for hypothesis strategies built at import time.
+REFS: list[ActorRef] = []
+
+
 @pytest.fixture(scope="module")
 def refs(system: ActorSystem) -> list[ActorRef]:
-    return [system.actor_of(Props(Idle), f"a{i}") for i in range(3)]
+    REFS[:] = [system.actor_of(Props(Idle), f"a{i}") for i in range(3)]
+    return REFS
 
 
 @pytest.fixture
@@ -258,7 +266,22 @@ CONTAINERS: list[Any] = [
 ]
 
 
-@pytest.mark.parametrize("message", SCALARS + CONTAINERS, ids=repr)
+UTC_PLUS_2 = datetime.timezone(datetime.timedelta(hours=2))
+STDLIB_VALUES: list[Any] = [
+    datetime.datetime(2024, 2, 29, 23, 59, 59, 999999),
+    datetime.datetime(2024, 1, 1, 12, tzinfo=UTC_PLUS_2),
+    datetime.date(2024, 2, 29),
+    datetime.time(1, 2, 3, 4),
+    datetime.time(1, 2, tzinfo=UTC_PLUS_2),
+    datetime.timedelta(days=-3, microseconds=5),
+    uuid.UUID("12345678-1234-5678-1234-567812345678"),
+    decimal.Decimal("1.10"),
+    decimal.Decimal("-1E+30"),
+    {datetime.date(2024, 1, 1): [uuid.UUID(int=1)]},
+]
+
+
+@pytest.mark.parametrize("message", SCALARS + CONTAINERS + STDLIB_VALUES, ids=repr)
 def test_builtin_types_arrive_as_the_same_type(codec: WireCodec, message: Any) -> None:
     assert same(roundtrip(codec, message), message)
 
@@ -267,27 +290,46 @@ def test_nan(codec: WireCodec) -> None:
     assert math.isnan(roundtrip(codec, float("nan")))
 
 
-hashables = st.recursive(
+SCALAR_STRATEGY = (
     st.none()
     | st.booleans()
     | st.integers()
     | st.floats(allow_nan=False)
     | st.text()
-    | st.binary(),
-    lambda inner: st.tuples(inner, inner) | st.frozensets(inner, max_size=3),
-    max_leaves=8,
+    | st.binary()
+    | st.datetimes()
+    | st.dates()
+    | st.times()
+    | st.timedeltas()
+    | st.uuids()
+    | st.decimals(allow_nan=False)
 )
-values = st.recursive(
-    hashables,
-    lambda inner: (
-        st.lists(inner, max_size=4)
-        | st.lists(inner, max_size=4).map(tuple)
-        | st.dictionaries(hashables, inner, max_size=4)
-        | st.sets(hashables, max_size=4)
-        | st.frozensets(hashables, max_size=4)
-    ),
-    max_leaves=12,
-)
+
+
+def nested(leaves: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    """Any nesting of the SPEC's container types over ``leaves`` (keys and set elements
+    hashable: leaves, tuples and frozensets of them)."""
+    hashables = st.recursive(
+        leaves,
+        lambda inner: st.tuples(inner, inner) | st.frozensets(inner, max_size=3),
+        max_leaves=8,
+    )
+    # deferred: the same strategy with a short repr (hypothesis warns about long ones)
+    keys = st.deferred(lambda: hashables)
+    return st.recursive(
+        keys,
+        lambda inner: (
+            st.lists(inner, max_size=4)
+            | st.lists(inner, max_size=4).map(tuple)
+            | st.dictionaries(keys, inner, max_size=4)
+            | st.sets(keys, max_size=4)
+            | st.frozensets(keys, max_size=4)
+        ),
+        max_leaves=12,
+    )
+
+
+values = nested(SCALAR_STRATEGY)
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -327,6 +369,17 @@ def test_refs_at_any_depth(codec: WireCodec, refs: list[ActorRef]) -> None:
     assert back["status"].value[0] is a
     assert back[(a, "key")].by is c
     assert roundtrip(codec, a) is a
+
+
+values_with_refs = nested(SCALAR_STRATEGY | st.integers(0, 2).map(lambda i: REFS[i]))
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(message=values_with_refs)
+def test_refs_at_any_depth_property(refs: list[ActorRef], message: Any) -> None:
+    for serializer in (MsgpackSerializer(), PickleSerializer()):
+        codec = WireCodec(serializer, DictRefCodec(), 1 << 20)
+        assert same(roundtrip(codec, message), message)
 
 
 def test_a_ref_in_a_bad_triple_or_unknown_is_a_wire_error(codec: WireCodec) -> None:
@@ -710,6 +763,9 @@ def encode_ext(code: int, inner: Any) -> bytes:
         (encode_ext(4, [[1], 2]), "unhashable"),
         (encode_ext(2, [[1]]), "unhashable"),
         (msgspec.msgpack.encode(Ext(100, b"")), "unknown msgpack extension type 100"),
+        (encode_ext(10, [99, "x"]), "unknown standard-library value"),
+        (encode_ext(10, [0, "not a date"]), "bad datetime value"),
+        (encode_ext(10, [4, b"short"]), "bad UUID value"),
         (encode_ext(8, [f"{__name__}.Color", "blue"]), "not a valid"),
         (encode_ext(8, [f"{__name__}.OutOfStock", "notatuple", None]), "expected"),
     ],
@@ -813,3 +869,14 @@ def test_create_resolves_names(ref_codec: DictRefCodec) -> None:
     assert WireCodec.create("pickle", ref_codec, MAX).serializer_id == 2
     with pytest.raises(ValueError, match="max_message_size"):
         WireCodec(MsgpackSerializer(), ref_codec, 0)
+
+
+def test_nesting_too_deep_for_the_receiver_is_a_wire_error(codec: WireCodec) -> None:
+    inner = msgspec.msgpack.encode(1)
+    for _ in range(3000):  # tuples in tuples: each level is a decoder callback
+        inner = msgspec.msgpack.encode(Ext(1, msgspec.msgpack.encode([msgspec.Raw(inner)])))
+    with pytest.raises(WireError, match="RecursionError"):
+        codec.decode_message(1, inner)
+    arrays = b"\x91" * 60_000 + b"\x01"  # plain arrays in arrays
+    with pytest.raises(WireError, match="RecursionError"):
+        codec.decode_message(1, arrays)

@@ -1,0 +1,295 @@
+"""A cluster node in a process of its own, for the tests (a crash is SIGKILL).
+
+Run as ``python _nodeproc.py <url> <system> <cluster-json>``: the process builds an
+actor system with that ``cluster`` table, creates ``/user/echo`` and ``/user/watcher``,
+prints one JSON line ``{"address": ..., "pid": ...}`` once joined, then reads one JSON
+command per line on stdin and answers each with one JSON line on stdout. Actors print
+what the tests look for (``Terminated`` of watched actors, membership events) as JSON
+lines too. When the system terminates (``leave``, or downed) it prints
+``{"terminated": true, "reason": ...}`` and exits.
+
+:class:`NodeProc` is the test side: starts the process, sends commands, waits for
+lines, kills it.
+"""
+
+from __future__ import annotations
+
+if __name__ == "__main__":
+    from gevent import monkey
+
+    monkey.patch_all()
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import gevent
+
+from gactors import Actor, ActorSystem, Props, Terminated
+from gactors.cluster import register_message
+
+
+@register_message(tag="tests.cluster.Order")
+@dataclass(frozen=True)
+class Order:
+    """A registered message class (the same tag on both sides)."""
+
+    item: str
+    qty: int
+
+
+def emit(obj: dict[str, Any]) -> None:
+    """One JSON line on stdout (the test reads them)."""
+    sys.stdout.write(json.dumps(obj) + "\n")
+    sys.stdout.flush()
+
+
+class Echo(Actor):
+    """Replies ``("echo", m)``; ``"boom"`` raises; ``("tell", ref, m)`` tells ``ref``;
+    ``("fwd", ref, m)`` forwards; ``("reply-later", m)`` keeps the sender and replies
+    on the next ``"flush"``; ``("count",)`` answers how many messages it got."""
+
+    def __init__(self) -> None:
+        self.kept: list[Any] = []
+        self.count = 0
+
+    def receive(self, m: Any) -> None:
+        self.count += 1
+        if m == "boom":
+            raise ValueError("boom on purpose")
+        if isinstance(m, tuple) and m:
+            if m[0] == "tell":
+                m[1].tell(m[2])
+                return
+            if m[0] == "fwd":
+                m[1].forward(m[2])
+                return
+            if m[0] == "reply-later":
+                self.kept.append((self.sender, m[1]))
+                return
+            if m[0] == "count":
+                self.sender.tell(("count", self.count - 1))
+                return
+        if m == "flush":
+            for ref, v in self.kept:
+                ref.tell(("later", v))
+            self.kept.clear()
+            return
+        self.sender.tell(("echo", m))
+
+
+class Sink(Actor):
+    """Counts what it gets; ``("count",)`` answers ``("count", n)``."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def receive(self, m: Any) -> None:
+        if type(m) is tuple and m == ("count",):
+            self.sender.tell(("count", self.count))
+        else:
+            self.count += 1
+
+
+class Watcher(Actor):
+    """``("watch", ref)`` watches ``ref``; each ``Terminated`` becomes a JSON line."""
+
+    def receive(self, m: Any) -> None:
+        if isinstance(m, tuple) and m[0] == "watch":
+            self.context.watch(m[1])
+            self.sender.tell(("watching", m[1]))
+        elif type(m) is Terminated:
+            emit(
+                {
+                    "event": "terminated",
+                    "path": str(m.actor.path),
+                    "existence_confirmed": m.existence_confirmed,
+                    "address_terminated": m.address_terminated,
+                    "t": time.time(),
+                }
+            )
+
+
+def _main() -> None:
+    import logging
+
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr)
+    url, name, cluster_json = sys.argv[1], sys.argv[2], sys.argv[3]
+    cluster = dict(json.loads(cluster_json), url=url)
+    system = ActorSystem(name, config={"cluster": cluster})
+    from gactors.cluster import Cluster
+
+    system.actor_of(Props(Echo), "echo")
+    watcher = system.actor_of(Props(Watcher), "watcher")
+
+    def on_terminated(_: Any) -> None:
+        node = system._cluster_node
+        emit({"terminated": True, "reason": getattr(node, "termination_reason", None)})
+        os._exit(0)
+
+    system.when_terminated.add_done_callback(on_terminated)
+    emit({"address": str(Cluster(system).self_address), "pid": os.getpid()})
+    from gevent.fileobject import FileObject
+
+    stdin = FileObject(sys.stdin.fileno(), "r")
+    for line in stdin:
+        cmd = json.loads(line)
+        c = cmd["cmd"]
+        try:
+            if c == "spawn":
+                kind = Sink if cmd.get("kind") == "sink" else Echo
+                ref = system.actor_of(Props(kind), cmd["name"])
+                emit({"ok": True, "path": str(ref.path)})
+            elif c == "stop":
+                ref = system.lookup(f"/user/{cmd['name']}")
+                assert ref is not None
+                system.stop(ref)
+                emit({"ok": True})
+            elif c == "watch":
+                target = system.actor_selection(cmd["path"])
+                ref = target.resolve_one(5.0) if cmd.get("resolve", True) else None
+                if ref is None:
+                    from gactors._path import ActorPath
+
+                    ref = system._cluster_node.remote_ref(
+                        ActorPath.parse(cmd["path"], system.name), int(cmd.get("uid", 1))
+                    )
+                watcher.ask(("watch", ref), timeout=5.0)
+                emit({"ok": True, "watching": str(ref.path)})
+            elif c == "ask":
+                reply = system.actor_selection(cmd["path"]).ask(cmd["message"], timeout=5.0)
+                emit({"ok": True, "reply": repr(reply)})
+            elif c == "block":
+                # Blocks the hub with unpatched code (what a C extension or a
+                # deadlock would do): nothing of gevent runs meanwhile.
+                from gevent import monkey
+
+                monkey.get_original("time", "sleep")(float(cmd["seconds"]))
+                emit({"ok": True})
+            elif c == "tell":
+                system.actor_selection(cmd["path"]).tell(cmd["message"], None)
+                emit({"ok": True})
+            elif c == "members":
+                emit(
+                    {
+                        "ok": True,
+                        "members": [[str(m.address), m.status] for m in Cluster(system).members],
+                    }
+                )
+            elif c == "leave":
+                Cluster(system).leave()
+                emit({"ok": True})
+            else:
+                emit({"ok": False, "error": f"unknown command {c!r}"})
+        except Exception as e:
+            emit({"ok": False, "error": f"{type(e).__name__}: {e}"})
+    system.terminate()
+    system.await_termination(10)
+
+
+class NodeProc:
+    """A node process of the tests; its stderr (logs) goes to a file."""
+
+    def __init__(self, url: str, name: str, **cluster: Any) -> None:
+        self._log = tempfile.NamedTemporaryFile(  # noqa: SIM115 - closed in close()
+            prefix="gactors-nodeproc-", suffix=".log", delete=False
+        )
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(
+            [str(Path(__file__).resolve().parents[2]), env.get("PYTHONPATH", "")]
+        )
+        self.proc = subprocess.Popen(
+            [sys.executable, __file__, url, name, json.dumps(cluster)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._log,
+            text=True,
+            env=env,
+        )
+        first = self.read(30.0)
+        if first is None or "address" not in first:
+            self.close()
+            raise AssertionError(f"node process did not join: {first!r}\n{self.log()}")
+        self.address: str = first["address"]
+        self.pid: int = first["pid"]
+        self.lines: list[dict[str, Any]] = []
+
+    def path(self, name: str) -> str:
+        """The full path of ``/user/<name>`` on this node."""
+        return f"{self.address}/user/{name}"
+
+    def read(self, timeout: float) -> dict[str, Any] | None:
+        """The next JSON line, or None on timeout or end of output."""
+        assert self.proc.stdout is not None
+        with gevent.Timeout(timeout, False):
+            line = self.proc.stdout.readline()
+            if not line:
+                return None
+            return json.loads(line)  # type: ignore[no-any-return]
+        return None
+
+    def command(self, timeout: float = 15.0, **cmd: Any) -> dict[str, Any]:
+        """Send a command and return its answer (event lines met meanwhile are kept)."""
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps(cmd) + "\n")
+        self.proc.stdin.flush()
+        deadline = time.monotonic() + timeout
+        while True:
+            line = self.read(max(0.1, deadline - time.monotonic()))
+            if line is None:
+                raise AssertionError(f"no answer to {cmd!r}\n{self.log()}")
+            if "ok" in line:
+                return line
+            self.lines.append(line)
+
+    def wait_for(self, key: str, timeout: float) -> dict[str, Any] | None:
+        """The first line (kept or new) that has ``key``."""
+        for i, line in enumerate(self.lines):
+            if key in line:
+                return self.lines.pop(i)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            line = self.read(max(0.1, deadline - time.monotonic()))
+            if line is None:
+                return None
+            if key in line:
+                return line
+            self.lines.append(line)
+        return None
+
+    def signal(self, sig: int) -> None:
+        """Send ``sig`` to the process (SIGKILL: a crash; SIGSTOP/SIGCONT: a pause)."""
+        os.kill(self.proc.pid, sig)
+
+    def log(self) -> str:
+        """What the process logged."""
+        return Path(self._log.name).read_text(errors="replace")
+
+    def close(self) -> None:
+        """Kill the process if it still runs, remove its log."""
+        if self.proc.poll() is None:
+            try:
+                os.kill(self.proc.pid, signal.SIGCONT)
+            except ProcessLookupError:
+                pass
+            self.proc.kill()
+        self.proc.wait(10)
+        for f in (self.proc.stdin, self.proc.stdout):
+            if f is not None:
+                f.close()
+        self._log.close()
+        try:
+            os.unlink(self._log.name)
+        except OSError:
+            pass
+
+
+if __name__ == "__main__":
+    _main()
