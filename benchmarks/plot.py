@@ -39,6 +39,8 @@ def _label(v: float, unit: str) -> str:
         return f"{v / 1e6:.2f}M"
     if v >= 1e3:
         return f"{v / 1e3:.1f}k"
+    if v < 100:
+        return f"{v:.1f}"
     return f"{v:.0f}"
 
 
