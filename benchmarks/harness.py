@@ -11,6 +11,7 @@ the harness starts for the run. Uses the standard library only.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime as _dt
 import importlib.util
 import json
@@ -207,8 +208,9 @@ def _redis_runtime(impl: Impl) -> Runtime:
         [sys.executable, "-c", "import redis"], capture_output=True, text=True, timeout=120
     )
     if check.returncode != 0:
+        # An honest gap, not a failure: the cluster section needs the optional extra.
         why = "redis-py is not installed: pip install 'gactors[cluster]'"
-        return Runtime(impl, unavailable=why)
+        impl = dataclasses.replace(impl, na=dict.fromkeys(impl.workloads, why))
     return Runtime(impl, python=sys.executable, env=dict(os.environ))
 
 
@@ -786,7 +788,10 @@ def _run_rounds(
                     print(f"[{rnd}/{args.rounds}] {workload:<16} {impl_name:<8} {run.error}")
                 continue
             if workload in NEEDS_REDIS and impl_name != "thespian" and not have_redis:
-                run = Run(impl_name, workload, rnd, 0.0, error="no Redis server for the run")
+                # No server could be found (see the line printed at the start): a gap
+                # shown as n/a, like an implementation that cannot run a workload.
+                why = f"{NA}: no Redis-protocol server for the run"
+                run = Run(impl_name, workload, rnd, 0.0, error=why)
             else:
                 run = run_one(rt, workload, rnd, args.quick, args.timeout)
             runs.append(run)
