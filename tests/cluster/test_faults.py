@@ -19,6 +19,7 @@ import gc
 import json
 import logging
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -258,8 +259,12 @@ def _traffic_during_outage(sink: Any, tag: str, stop: Callable[[], None], count:
         gevent.sleep(0.005)
 
 
-def test_redis_restart_with_persistence_keeps_the_members_and_leaks_nothing() -> None:
+def test_redis_restart_with_persistence_keeps_the_members_and_leaks_nothing(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     from gactors.testkit._redis_server import RedisServer, find_server_binary
+
+    caplog.set_level(logging.WARNING)
 
     binary = find_server_binary()
     if binary is None:
@@ -303,6 +308,17 @@ def test_redis_restart_with_persistence_keeps_the_members_and_leaks_nothing() ->
             assert lost, "messages sent while Redis was down must be dead letters"
             assert delivered <= 200
             assert delivered + len(lost) >= 200, (delivered, len(lost))
+
+            # The flusher backed off (doubling delays, capped), it did not spin.
+            delays = [
+                float(m.group(1))
+                for r in caplog.records
+                if (m := re.search(r"retrying in ([0-9.]+) s", r.getMessage()))
+            ]
+            assert delays, "no failed flush was reported"
+            assert delays == sorted(delays), delays
+            assert max(delays) <= 2.0, delays
+            assert len(delays) <= 12, f"{len(delays)} flush attempts in a short outage"
 
             # No leaks: greenlets, sockets of this process, connections on the server.
             gevent.sleep(1.0)
