@@ -3,12 +3,15 @@
 Runs every (implementation, workload) pair in a fresh subprocess, interleaving the
 implementations round by round (A B C A B C ...), then prints per-workload medians,
 the ratio of gactors to the best peer and to the raw gevent limit, and the project's
-performance targets with PASS/MISS. Uses the standard library only.
+performance targets with PASS/MISS. The cluster section (``remote_*`` against Thespian,
+``redis_*``: the limits of redis-py) runs against one local Redis-protocol server that
+the harness starts for the run. Uses the standard library only.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime as _dt
 import importlib.util
 import json
@@ -25,15 +28,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .redis_server import LocalServer, ServerError
 from .spec import (
     ACTOR_WORKLOADS,
     ALL_WORKLOADS,
     IMPLS,
+    LIMIT_IMPLS,
+    NEEDS_REDIS,
     PEERS,
     PLOT_VENV,
     RAW_REFERENCE,
     RAW_ROWS,
     RAW_WORKLOADS,
+    REDIS_WORKLOADS,
+    REMOTE_PEERS,
+    REMOTE_ROWS,
+    REMOTE_WORKLOADS,
     ROWS,
     Impl,
     Row,
@@ -45,6 +55,9 @@ REPO_ROOT = BENCH_DIR.parent
 NA = "n/a"
 # How long a worker may take to tear down after printing its result before it is killed.
 SHUTDOWN_GRACE_S = 60.0
+# The environment variable that hands the server's URL to the workers.
+REDIS_URL_ENV = "GACTORS_BENCH_REDIS_URL"
+BASELINE = "baseline"
 
 
 @dataclass
@@ -110,7 +123,32 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--json", metavar="PATH", help="write all results as JSON")
     parser.add_argument("--plot", metavar="PATH", help="write a bar chart (PNG) of the medians")
     parser.add_argument("--list", action="store_true", help="list workloads and exit")
+    parser.add_argument(
+        "--redis-url",
+        default="",
+        help="use this Redis-protocol server for the cluster section (default: start one)",
+    )
+    parser.add_argument(
+        "--baseline",
+        metavar="DIR",
+        default="",
+        help="also run the single-process workloads with the gactors of another checkout "
+        "(e.g. a 'git worktree' of main), interleaved: before/after in one run",
+    )
     args = parser.parse_args(argv)
+    if args.baseline:
+        base = Path(args.baseline).resolve()
+        if not (base / "gactors" / "__init__.py").is_file():
+            parser.error(f"--baseline: {base} has no gactors/__init__.py")
+        args.baseline = str(base)
+        IMPLS[BASELINE] = Impl(
+            BASELINE,
+            f"gactors of {base} (the same interpreter)",
+            "worker_gactors.py",
+            tuple(ACTOR_WORKLOADS),
+        )
+    elif BASELINE in IMPLS:  # a previous call in the same process (tests)
+        del IMPLS[BASELINE]
     if args.rounds is None:
         args.rounds = 1 if args.quick else 3
     if args.rounds < 1:
@@ -118,6 +156,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if args.timeout is None:
         args.timeout = 60.0 if args.quick else 300.0
     args.impls = _split(args.only, IMPLS, parser, "--only") or list(IMPLS)
+    if args.baseline and BASELINE not in args.impls:
+        args.impls.append(BASELINE)
     args.workload_names = _split(args.workloads, ALL_WORKLOADS, parser, "--workloads") or list(
         ALL_WORKLOADS
     )
@@ -137,12 +177,13 @@ def _split(
 # ---------------------------------------------------------------- preparation
 
 
-def _gactors_runtime(impl: Impl) -> Runtime:
-    """gactors runs in this interpreter, importing the same gactors the parent would."""
+def _gactors_runtime(impl: Impl, checkout: str = "") -> Runtime:
+    """gactors runs in this interpreter, importing the same gactors the parent would
+    (or the one of ``checkout``, first on the path, for the baseline)."""
     spec = importlib.util.find_spec("gactors")
     env = dict(os.environ)
-    if spec is not None and spec.origin:
-        pkg_parent = str(Path(spec.origin).resolve().parent.parent)
+    if checkout or (spec is not None and spec.origin):
+        pkg_parent = checkout or str(Path(spec.origin).resolve().parent.parent)  # type: ignore[union-attr]
         env["PYTHONPATH"] = os.pathsep.join(
             p for p in (pkg_parent, os.environ.get("PYTHONPATH", "")) if p
         )
@@ -161,7 +202,19 @@ def _gactors_runtime(impl: Impl) -> Runtime:
     return Runtime(impl, python=sys.executable, env=env)
 
 
-def prepare(impl_names: list[str]) -> dict[str, Runtime]:
+def _redis_runtime(impl: Impl) -> Runtime:
+    """redis-py runs in this interpreter (``gactors[cluster]`` installs it)."""
+    check = subprocess.run(
+        [sys.executable, "-c", "import redis"], capture_output=True, text=True, timeout=120
+    )
+    if check.returncode != 0:
+        # An honest gap, not a failure: the cluster section needs the optional extra.
+        why = "redis-py is not installed: pip install 'gactors[cluster]'"
+        impl = dataclasses.replace(impl, na=dict.fromkeys(impl.workloads, why))
+    return Runtime(impl, python=sys.executable, env=dict(os.environ))
+
+
+def prepare(impl_names: list[str], baseline: str = "") -> dict[str, Runtime]:
     """Find or build the interpreter for every selected implementation."""
     runtimes: dict[str, Runtime] = {}
     base_env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
@@ -169,6 +222,10 @@ def prepare(impl_names: list[str]) -> dict[str, Runtime]:
         impl = IMPLS[name]
         if name == "gactors":
             runtimes[name] = _gactors_runtime(impl)
+        elif name == BASELINE:
+            runtimes[name] = _gactors_runtime(impl, baseline)
+        elif name == "redis":
+            runtimes[name] = _redis_runtime(impl)
         elif impl.venv is None:
             runtimes[name] = Runtime(impl, python=sys.executable, env=base_env)
         else:
@@ -184,22 +241,26 @@ def prepare(impl_names: list[str]) -> dict[str, Runtime]:
 def schedule(impl_names: list[str], workload_names: list[str]) -> list[tuple[str, str]]:
     """The (implementation, workload) pairs of one round, in run order.
 
-    For each actor workload every selected implementation runs in turn, followed by the
-    raw limit that bounds it, so that a round interleaves A B C A B C ...
+    For each actor workload (single-process, then remote) every selected implementation
+    runs in turn, followed by the raw limit that bounds it, so that a round interleaves
+    A B C A B C ...; the limits that bound nothing come last.
     """
     tasks: list[tuple[str, str]] = []
-    wanted_raw = [w for w in workload_names if w in RAW_WORKLOADS]
-    done_raw: set[str] = set()
+    limits = {**RAW_WORKLOADS, **REDIS_WORKLOADS}
+    done_raw: set[tuple[str, str]] = set()
     for w in workload_names:
-        if w not in ACTOR_WORKLOADS:
+        if w not in ACTOR_WORKLOADS and w not in REMOTE_WORKLOADS:
             continue
-        tasks.extend((i, w) for i in impl_names if i != "raw" and w in IMPLS[i].workloads)
+        tasks.extend((i, w) for i in impl_names if i not in LIMIT_IMPLS and w in IMPLS[i].workloads)
         ref = RAW_REFERENCE.get(w)
-        if "raw" in impl_names and ref and ref not in done_raw:
-            tasks.append(("raw", ref))
+        if ref and ref[0] in impl_names and ref not in done_raw:
+            tasks.append(ref)
             done_raw.add(ref)
-    if "raw" in impl_names:
-        tasks.extend(("raw", w) for w in wanted_raw if w not in done_raw)
+    for w in workload_names:
+        if w in limits:
+            owner = "raw" if w in RAW_WORKLOADS else "redis"
+            if owner in impl_names and (owner, w) not in done_raw:
+                tasks.append((owner, w))
     return tasks
 
 
@@ -306,7 +367,7 @@ def _tail(text: str, lines: int = 25) -> str:
 
 def run_one(rt: Runtime, workload: str, rnd: int, quick: bool, timeout: float) -> Run:
     """Run one workload of one implementation in a fresh subprocess."""
-    n, per = ALL_WORKLOADS[workload].counts(quick)
+    n, per = ALL_WORKLOADS[workload].counts(quick, rt.impl.n.get(workload))
     cmd = [
         rt.python,
         str(BENCH_DIR / rt.impl.worker),
@@ -431,28 +492,53 @@ def _cell(med: Medians, runs: list[Run], row: Row, impl: str, unit: str) -> str:
     mine = [r for r in runs if r.impl == impl and r.workload == row.workload]
     if not mine:
         return "-"
+    if all(r.error.startswith(NA) for r in mine):
+        return NA
     if any(r.error.startswith("timeout") for r in mine):
         return "timeout"
     return "error"
 
 
-def table(med: Medians, runs: list[Run], impls: list[str]) -> list[list[str]]:
-    """The results table as rows of cells (first row is the header)."""
-    actor_impls = [i for i in impls if i != "raw"]
-    peers = [p for p in PEERS if p in impls]
+def _limit_impl(workload: str) -> str:
+    return "redis" if workload in REDIS_WORKLOADS else "raw"
+
+
+def table(
+    med: Medians,
+    runs: list[Run],
+    impls: list[str],
+    rows_spec: tuple[Row, ...] = ROWS,
+    peer_names: tuple[str, ...] = PEERS,
+) -> list[list[str]]:
+    """The results table as rows of cells (first row is the header).
+
+    With a baseline (``--baseline``), a "vs baseline" column says how many times better
+    this checkout is than the other one (1.00x: the same).
+    """
+    workloads = {r.workload for r in rows_spec}
+    actor_impls = [
+        i for i in impls if i not in LIMIT_IMPLS and any(w in IMPLS[i].workloads for w in workloads)
+    ]
+    peers = [p for p in peer_names if p in impls]
+    with_base = BASELINE in actor_impls
     header = ["workload", "unit", *actor_impls, "raw limit", "vs best peer", "vs raw"]
+    if with_base:
+        header.append("vs baseline")
     rows = [header]
-    for row in ROWS:
+    for row in rows_spec:
         if row.workload not in med and not any(r.workload == row.workload for r in runs):
             continue
         cells = [row.label, row.unit]
         cells += [_cell(med, runs, row, i, row.unit) for i in actor_impls]
-        raw_v = value(med, row.raw[0], "raw", row.raw[1]) if row.raw else None
+        raw_v = value(med, row.raw[0], _limit_impl(row.raw[0]), row.raw[1]) if row.raw else None
         cells.append(_fmt(raw_v, row.unit) if row.raw else "")
         g = value(med, row.workload, "gactors", row.metric)
         bp = best_peer(med, row, peers)
         cells.append(_fmt_ratio(advantage(g, bp[1] if bp else None, row.higher_better)))
         cells.append(_fmt_ratio(advantage(g, raw_v, row.higher_better)) if row.raw else "")
+        if with_base:
+            b = value(med, row.workload, BASELINE, row.metric)
+            cells.append(_fmt_ratio(advantage(g, b, row.higher_better)))
         rows.append(cells)
     return rows
 
@@ -461,10 +547,10 @@ def raw_table(med: Medians) -> list[list[str]]:
     """The raw limits as rows of cells (first row is the header)."""
     rows = [["raw limit", "unit", "median", "what"]]
     for row in RAW_ROWS:
-        v = value(med, row.workload, "raw", row.metric)
+        v = value(med, row.workload, _limit_impl(row.workload), row.metric)
         if v is not None:
             rows.append(
-                [row.label, row.unit, _fmt(v, row.unit), RAW_WORKLOADS[row.workload].description]
+                [row.label, row.unit, _fmt(v, row.unit), ALL_WORKLOADS[row.workload].description]
             )
     return rows
 
@@ -546,6 +632,34 @@ def targets(med: Medians) -> list[Target]:
     limit_target("restart median ≤ 50 µs", r, r is not None and r <= 50, "µs")
     s = value(med, "blocking", "gactors", "seconds")
     limit_target("blocking < 0.5 s", s, s is not None and s < 0.5, "s")
+    if not any(w in med for w in ACTOR_WORKLOADS):
+        out.clear()  # only the cluster section ran
+    if not any(w in med for w in REMOTE_WORKLOADS):
+        return out
+    t = value(med, "remote_tell", "gactors", "rate")
+    limit_target("remote tell ≥ 200k msgs/s", t, t is not None and t >= 200_000, "msgs/s")
+    ratio_target(
+        "remote tell ≥ 20x Thespian",
+        advantage(t, value(med, "remote_tell", "thespian", "rate"), True),
+        20.0,
+        "missing data",
+    )
+    a = value(med, "remote_ask", "gactors", "median_us")
+    limit_target("remote ask p50 ≤ 500 µs", a, a is not None and a <= 500, "µs")
+    a = value(med, "remote_ask", "gactors", "rate")
+    limit_target("remote ask ≥ 2,000 asks/s", a, a is not None and a >= 2000, "asks/s")
+    a = value(med, "remote_ask_100", "gactors", "rate")
+    limit_target("100 concurrent askers ≥ 30k asks/s", a, a is not None and a >= 30_000, "asks/s")
+    d = value(med, "remote_detect", "gactors", "detect_s")
+    bound = value(med, "remote_detect", "gactors", "bound_s")
+    limit_target(
+        "SIGKILL -> Terminated ≤ down + 2 beats",
+        d,
+        d is not None and bound is not None and d <= bound,
+        "s",
+    )
+    c = value(med, "remote_idle", "gactors", "per_beat")
+    limit_target("idle node ≤ 5 Redis commands per beat", c, c is not None and c <= 5, "cmds")
     return out
 
 
@@ -634,30 +748,34 @@ def plot(json_path: Path, out: Path) -> str:
     return ""
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Run the harness; returns the process exit code."""
-    args = parse_args(argv)
-    if args.list:
-        for w in ALL_WORKLOADS.values():
-            kind = "raw" if w.name in RAW_WORKLOADS else "actor"
-            print(f"{w.name:<16} {kind:<5} n={w.n:<9,} per={w.per:<4} {w.description}")
-        return 0
-    t_start = time.perf_counter()
-    info = machine_info()
-    mode = "quick" if args.quick else "full"
-    print(f"gactors benchmarks ({mode}), {info['date']}")
-    print(f"  {info['cpus']} CPUs ({info['cpu']}), {info['platform']}, Python {info['python']}")
-    print(f"  checkout {info['checkout']}, load average {info['load_avg']}")
-    print(f"  rounds={args.rounds} timeout={args.timeout:.0f}s per subprocess")
+def _rows_json(med: Medians, impls: list[str], spec: tuple[Row, ...]) -> list[dict[str, Any]]:
+    """The table's rows for the JSON file (and the plot)."""
+    workloads = {r.workload for r in spec}
+    shown = [
+        i for i in impls if i not in LIMIT_IMPLS and any(w in IMPLS[i].workloads for w in workloads)
+    ]
+    return [
+        {
+            "label": row.label,
+            "unit": row.unit,
+            "higher_better": row.higher_better,
+            "values": {i: value(med, row.workload, i, row.metric) for i in shown},
+            "raw": (
+                value(med, row.raw[0], _limit_impl(row.raw[0]), row.raw[1]) if row.raw else None
+            ),
+        }
+        for row in spec
+    ]
 
-    runtimes = prepare(args.impls)
-    t_ready = time.perf_counter()
-    for rt in runtimes.values():
-        where = rt.unavailable or rt.python
-        print(f"  {rt.impl.name:<8} {rt.impl.label}: {where}")
-    available = [n for n, rt in runtimes.items() if not rt.unavailable]
-    tasks = schedule(args.impls, args.workload_names)
-    runs: list[Run] = []
+
+def _run_rounds(
+    args: argparse.Namespace,
+    runtimes: dict[str, Runtime],
+    tasks: list[tuple[str, str]],
+    runs: list[Run],
+    have_redis: bool,
+) -> None:
+    """Run every round of ``tasks``, appending to ``runs`` as they finish."""
     for rnd in range(1, args.rounds + 1):
         for impl_name, workload in tasks:
             rt = runtimes[impl_name]
@@ -669,7 +787,13 @@ def main(argv: list[str] | None = None) -> int:
                     runs.append(run)
                     print(f"[{rnd}/{args.rounds}] {workload:<16} {impl_name:<8} {run.error}")
                 continue
-            run = run_one(rt, workload, rnd, args.quick, args.timeout)
+            if workload in NEEDS_REDIS and impl_name != "thespian" and not have_redis:
+                # No server could be found (see the line printed at the start): a gap
+                # shown as n/a, like an implementation that cannot run a workload.
+                why = f"{NA}: no Redis-protocol server for the run"
+                run = Run(impl_name, workload, rnd, 0.0, error=why)
+            else:
+                run = run_one(rt, workload, rnd, args.quick, args.timeout)
             runs.append(run)
             print(
                 f"[{rnd}/{args.rounds}] {workload:<16} {impl_name:<8} "
@@ -677,13 +801,66 @@ def main(argv: list[str] | None = None) -> int:
                 flush=True,
             )
 
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the harness; returns the process exit code."""
+    args = parse_args(argv)
+    if args.list:
+        for w in ALL_WORKLOADS.values():
+            kind = "raw" if w.name in RAW_WORKLOADS or w.name in REDIS_WORKLOADS else "actor"
+            print(f"{w.name:<16} {kind:<5} n={w.n:<9,} per={w.per:<4} {w.description}")
+        return 0
+    t_start = time.perf_counter()
+    info = machine_info()
+    mode = "quick" if args.quick else "full"
+    print(f"gactors benchmarks ({mode}), {info['date']}")
+    print(f"  {info['cpus']} CPUs ({info['cpu']}), {info['platform']}, Python {info['python']}")
+    print(f"  checkout {info['checkout']}, load average {info['load_avg']}")
+    print(f"  rounds={args.rounds} timeout={args.timeout:.0f}s per subprocess")
+
+    runtimes = prepare(args.impls, args.baseline)
+    tasks = schedule(args.impls, args.workload_names)
+    server: LocalServer | None = None
+    redis_url = args.redis_url
+    if not redis_url and any(w in NEEDS_REDIS for _, w in tasks):
+        server = LocalServer()
+        try:
+            redis_url = server.start()
+        except ServerError as exc:
+            server = None
+            print(f"  no Redis server: {exc}")
+        else:
+            print(f"  Redis server {redis_url} ({server.what})")
+    elif redis_url:
+        print(f"  Redis server {redis_url} (given)")
+    for rt in runtimes.values():
+        rt.env[REDIS_URL_ENV] = redis_url
+    t_ready = time.perf_counter()
+    for rt in runtimes.values():
+        where = rt.unavailable or rt.python
+        print(f"  {rt.impl.name:<8} {rt.impl.label}: {where}")
+    available = [n for n, rt in runtimes.items() if not rt.unavailable]
+    runs: list[Run] = []
+    try:
+        _run_rounds(args, runtimes, tasks, runs, bool(redis_url))
+    finally:
+        if server is not None:
+            server.stop()
+
     med = medians(runs)
     impls_shown = [i for i in args.impls if i in available or runtimes[i].unavailable]
     print()
     print("Results: medians over rounds (rates: higher is better; s, µs, B: lower is better).")
     print("'vs best peer' / 'vs raw': how many times better gactors is (> 1 = gactors ahead).")
     print()
-    print(markdown(table(med, runs, impls_shown)))
+    if any(w in ACTOR_WORKLOADS for _, w in tasks):
+        print(markdown(table(med, runs, impls_shown)))
+    if any(w in REMOTE_WORKLOADS for _, w in tasks):
+        print()
+        print("Cluster: two node processes and one local Redis-protocol server")
+        print("('raw limit': redis-py alone on the same server; 'best peer': Thespian).")
+        print()
+        print(markdown(table(med, runs, impls_shown, REMOTE_ROWS, REMOTE_PEERS)))
     raw_rows = raw_table(med)
     if len(raw_rows) > 1:
         print()
@@ -729,18 +906,8 @@ def main(argv: list[str] | None = None) -> int:
         },
         "runs": [r.__dict__ for r in runs],
         "medians": med,
-        "rows": [
-            {
-                "label": row.label,
-                "unit": row.unit,
-                "higher_better": row.higher_better,
-                "values": {
-                    i: value(med, row.workload, i, row.metric) for i in args.impls if i != "raw"
-                },
-                "raw": value(med, row.raw[0], "raw", row.raw[1]) if row.raw else None,
-            }
-            for row in ROWS
-        ],
+        "rows": _rows_json(med, args.impls, ROWS),
+        "remote_rows": _rows_json(med, args.impls, REMOTE_ROWS),
         "targets": [t.__dict__ for t in verdicts],
     }
     json_path = Path(args.json) if args.json else None

@@ -1,7 +1,8 @@
 """Draw the benchmark medians as a grid of bar charts.
 
 Run as ``python plot.py RESULTS.json OUT.png`` with an interpreter that has matplotlib
-(the harness uses its own, or builds ``benchmarks/.venvs/plot``).
+(the harness uses its own, or builds ``benchmarks/.venvs/plot``). When the results have
+the cluster section, it is drawn to a second file beside OUT: ``OUT-cluster.png``.
 """
 
 from __future__ import annotations
@@ -11,11 +12,20 @@ import math
 import sys
 from typing import Any
 
-COLORS = {"gactors": "#2b7bba", "pykka4": "#f28e2b", "pykka2": "#e15759", "raw": "#9c9c9c"}
+COLORS = {
+    "gactors": "#2b7bba",
+    "baseline": "#76b7b2",
+    "pykka4": "#f28e2b",
+    "pykka2": "#e15759",
+    "thespian": "#b07aa1",
+    "raw": "#9c9c9c",
+}
 NAMES = {
     "gactors": "gactors",
+    "baseline": "gactors\nbaseline",
     "pykka4": "Pykka 4\nThreading",
     "pykka2": "Pykka 2.0.3\nGevent",
+    "thespian": "Thespian\nmultiprocTCP",
     "raw": "raw\nlimit",
 }
 
@@ -29,18 +39,40 @@ def _label(v: float, unit: str) -> str:
         return f"{v / 1e6:.2f}M"
     if v >= 1e3:
         return f"{v / 1e3:.1f}k"
+    if v < 100:
+        return f"{v:.1f}"
     return f"{v:.0f}"
 
 
+def cluster_path(out: str) -> str:
+    """Where the cluster section's chart goes: ``perf.png`` -> ``perf-cluster.png``."""
+    stem, dot, ext = out.rpartition(".")
+    return f"{stem}-cluster.{ext}" if dot else f"{out}-cluster"
+
+
 def draw(results: dict[str, Any], out: str) -> None:
-    """Render ``results`` (the harness JSON) to ``out``."""
+    """Render ``results`` (the harness JSON) to ``out`` (and its cluster section beside)."""
+    m = results["machine"]
+    when = f"{m['date']}, {m['cpus']} CPUs, Python {m['python']}, median of {results['rounds']}"
+    if _has_values(results.get("rows", [])):
+        _draw_rows(results["rows"], f"gactors benchmarks, {when} round(s)", out)
+    if _has_values(results.get("remote_rows", [])):
+        title = f"gactors cluster (two nodes, one Redis), {when} round(s)"
+        _draw_rows(results["remote_rows"], title, cluster_path(out))
+
+
+def _has_values(rows: list[dict[str, Any]]) -> bool:
+    return any(v is not None for r in rows for v in r["values"].values())
+
+
+def _draw_rows(all_rows: list[dict[str, Any]], title: str, out: str) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     from matplotlib.ticker import FuncFormatter
 
-    rows = [r for r in results["rows"] if any(v is not None for v in r["values"].values())]
+    rows = [r for r in all_rows if any(v is not None for v in r["values"].values())]
     cols = 3
     nrows = max(1, math.ceil(len(rows) / cols))
     fig, axes = plt.subplots(nrows, cols, figsize=(4.2 * cols, 3.2 * nrows), squeeze=False)
@@ -79,12 +111,7 @@ def draw(results: dict[str, Any], out: str) -> None:
             FuncFormatter(lambda v, _pos, unit=row["unit"]: _label(v, unit) if v else "0")
         )
         ax.grid(axis="y", alpha=0.3)
-    m = results["machine"]
-    fig.suptitle(
-        f"gactors benchmarks, {m['date']}, {m['cpus']} CPUs, Python {m['python']}, "
-        f"median of {results['rounds']} round(s)",
-        fontsize=10,
-    )
+    fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     fig.savefig(out, dpi=110)
 

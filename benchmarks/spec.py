@@ -17,6 +17,9 @@ class Impl:
     workloads: tuple[str, ...]
     venv: VenvSpec | None = None
     na: dict[str, str] = field(default_factory=dict)  # workload -> why it cannot run
+    # workload -> its main count for this implementation (a slow peer runs fewer
+    # operations so that a round stays within minutes; rates stay comparable)
+    n: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -28,11 +31,13 @@ class Workload:
     per: int
     description: str
 
-    def counts(self, quick: bool) -> tuple[int, int]:
-        """The counts to run with: quick mode divides the main count by 50."""
+    def counts(self, quick: bool, n: int | None = None) -> tuple[int, int]:
+        """The counts to run with (``n`` overrides the main count): quick mode divides
+        the main count by 50."""
+        n = self.n if n is None else n
         if quick:
-            return max(1, self.n // 50), self.per
-        return self.n, self.per
+            return max(1, n // 50), self.per
+        return n, self.per
 
 
 @dataclass(frozen=True)
@@ -75,16 +80,55 @@ RAW_WORKLOADS: dict[str, Workload] = {
     )
 }
 
-ALL_WORKLOADS: dict[str, Workload] = {**ACTOR_WORKLOADS, **RAW_WORKLOADS}
-
-# Which raw limit bounds which actor workload.
-RAW_REFERENCE: dict[str, str] = {
-    "tell": "queue_oneway",
-    "ping_pong": "queue_ping_pong",
-    "ask": "switch",
-    "fan_out": "deque_call",
-    "blocking": "sleep",
+# The cluster section: two node processes and a local Redis-protocol server. A remote
+# workload's ``per`` is the number of concurrent askers (remote_ask_100); remote_idle's
+# ``n`` is the number of seconds of idleness measured.
+REMOTE_WORKLOADS: dict[str, Workload] = {
+    w.name: w
+    for w in (
+        Workload("remote_tell", 500_000, 0, "actor-to-actor one-way tells to another process"),
+        Workload("remote_ask", 20_000, 0, "N sequential asks to an actor in another process"),
+        Workload("remote_ask_100", 100_000, 100, "N asks by PER concurrent askers, remote"),
+        Workload("remote_detect", 1, 0, "SIGKILL a watched node: time to Terminated"),
+        Workload("remote_idle", 10, 0, "two idle nodes for N s: Redis commands per beat"),
+    )
 }
+
+# The raw limits of redis-py on the same server (the ``redis`` implementation).
+REDIS_WORKLOADS: dict[str, Workload] = {
+    w.name: w
+    for w in (
+        Workload("redis_xadd", 500_000, 100, "XADD, one message per entry, pipelines of PER"),
+        Workload(
+            "redis_xadd_batch", 5_000_000, 100, "XADD, PER messages per entry, pipelines of 100"
+        ),
+        Workload("redis_echo", 20_000, 0, "XADD -> blocked XREAD echo in another process"),
+    )
+}
+
+ALL_WORKLOADS: dict[str, Workload] = {
+    **ACTOR_WORKLOADS,
+    **RAW_WORKLOADS,
+    **REMOTE_WORKLOADS,
+    **REDIS_WORKLOADS,
+}
+
+# Workloads that need the Redis-protocol server the harness starts.
+NEEDS_REDIS: frozenset[str] = frozenset(REMOTE_WORKLOADS) | frozenset(REDIS_WORKLOADS)
+
+# Which raw limit (implementation, workload) bounds which actor workload.
+RAW_REFERENCE: dict[str, tuple[str, str]] = {
+    "tell": ("raw", "queue_oneway"),
+    "ping_pong": ("raw", "queue_ping_pong"),
+    "ask": ("raw", "switch"),
+    "fan_out": ("raw", "deque_call"),
+    "blocking": ("raw", "sleep"),
+    "remote_tell": ("redis", "redis_xadd_batch"),
+    "remote_ask": ("redis", "redis_echo"),
+}
+
+# The implementations that are raw limits rather than actor systems.
+LIMIT_IMPLS: tuple[str, ...] = ("raw", "redis")
 
 _PYKKA_NA = {
     "restart": "no supervision: a failing Pykka actor stops and is never restarted",
@@ -97,7 +141,7 @@ IMPLS: dict[str, Impl] = {
             "gactors",
             "gactors (this checkout, current interpreter)",
             "worker_gactors.py",
-            tuple(ACTOR_WORKLOADS),
+            (*ACTOR_WORKLOADS, *REMOTE_WORKLOADS),
         ),
         Impl(
             "pykka4",
@@ -126,11 +170,35 @@ IMPLS: dict[str, Impl] = {
             ),
             _PYKKA_NA,
         ),
+        Impl(
+            "thespian",
+            "Thespian multiprocTCPBase (an actor per process, TCP between them)",
+            "worker_thespian.py",
+            tuple(REMOTE_WORKLOADS),
+            VenvSpec(
+                "thespian",
+                ("thespian>=4,<5",),
+                "import importlib.metadata as m, thespian.actors; "
+                "assert m.version('thespian').startswith('4.')",
+            ),
+            {
+                "remote_detect": "a dead remote system is noticed after minutes (no heartbeat)",
+                "remote_idle": "no Redis: nothing to count",
+            },
+            {"remote_tell": 20_000, "remote_ask": 2_000, "remote_ask_100": 5_000},
+        ),
         Impl("raw", "raw gevent/greenlet limits", "worker_raw.py", tuple(RAW_WORKLOADS)),
+        Impl(
+            "redis",
+            "raw redis-py limits (same server)",
+            "worker_redis.py",
+            tuple(REDIS_WORKLOADS),
+        ),
     )
 }
 
 PEERS: tuple[str, ...] = ("pykka4", "pykka2")
+REMOTE_PEERS: tuple[str, ...] = ("thespian",)
 
 PLOT_VENV = VenvSpec("plot", ("matplotlib",), "import matplotlib")
 
@@ -146,10 +214,24 @@ ROWS: tuple[Row, ...] = (
     Row("blocking", "blocking", "seconds", "s", False, ("sleep", "seconds")),
 )
 
+REMOTE_ROWS: tuple[Row, ...] = (
+    Row("remote tell", "remote_tell", "rate", "msgs/s", True, ("redis_xadd_batch", "rate")),
+    Row("remote ask p50", "remote_ask", "median_us", "µs", False, ("redis_echo", "median_us")),
+    Row("remote ask", "remote_ask", "rate", "asks/s", True),
+    Row("remote ask x100", "remote_ask_100", "rate", "asks/s", True),
+    Row("SIGKILL -> Terminated", "remote_detect", "detect_s", "s", False),
+    Row("bound for it", "remote_detect", "bound_s", "s", False),
+    Row("idle commands/beat", "remote_idle", "per_beat", "cmds", False),
+    Row("idle, in the server", "remote_idle", "server_per_beat", "cmds", False),
+)
+
 RAW_ROWS: tuple[Row, ...] = (
     Row("queue_oneway", "queue_oneway", "rate", "msgs/s", True),
     Row("queue_ping_pong", "queue_ping_pong", "rate", "rt/s", True),
     Row("switch", "switch", "rate", "rt/s", True),
     Row("deque_call", "deque_call", "rate", "msgs/s", True),
     Row("sleep", "sleep", "seconds", "s", False),
+    Row("redis_xadd", "redis_xadd", "rate", "entries/s", True),
+    Row("redis_xadd_batch", "redis_xadd_batch", "rate", "msgs/s", True),
+    Row("redis_echo p50", "redis_echo", "median_us", "µs", False),
 )

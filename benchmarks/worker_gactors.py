@@ -35,6 +35,8 @@ import gactors
 from gactors import Actor, ActorSystem, OneForOneStrategy, Props
 
 ASK_TIMEOUT = 30.0
+# The cluster workloads (remote_gactors.py), imported only when one of them runs.
+REMOTE = ("remote_tell", "remote_ask", "remote_ask_100", "remote_detect", "remote_idle")
 
 
 def countdown(n: int) -> Countdown:
@@ -314,6 +316,22 @@ WORKLOADS = {
 }
 
 
+def _remote_workloads() -> dict[str, Any]:
+    """The cluster workloads, or an explanation why this checkout cannot run them."""
+    try:
+        import gactors.cluster  # noqa: F401  (a checkout before the cluster has none)
+    except ImportError as exc:
+        why = f"this gactors has no cluster ({exc})"
+
+        def not_available(args: argparse.Namespace) -> Result:
+            return {"na": why}
+
+        return dict.fromkeys(REMOTE, not_available)
+    from remote_gactors import WORKLOADS as remote
+
+    return remote
+
+
 def _versions() -> dict[str, str]:
     return {
         "gactors": str(getattr(gactors, "__version__", "?")),
@@ -322,4 +340,8 @@ def _versions() -> dict[str, str]:
 
 
 if __name__ == "__main__":
+    import sys
+
+    if len(sys.argv) > 1 and sys.argv[1] in REMOTE:
+        WORKLOADS.update(_remote_workloads())
     run_worker("gactors", WORKLOADS, _versions)
