@@ -35,7 +35,7 @@ from gactors._supervision import (
     SupervisorStrategyConfigurator,
 )
 from gactors._text import safe_str
-from gactors._threads import allocate_lock, get_ident
+from gactors._threads import allocate_lock, get_ident, thread_token
 from gactors.exceptions import (
     ActorInitializationException,
     ActorKilledException,
@@ -205,6 +205,7 @@ class ActorSystem:
         user_strategy = _guardian_strategy(configurator, self.settings.guardian_supervisor_strategy)
         self._hub = get_hub()
         self._tid = get_ident()
+        self._thread_alive = thread_token()
         self._pid = os.getpid()
         self._forked = False
         self._calls: deque[tuple[Callable[..., Any], tuple[Any, ...]]] = deque()
@@ -514,8 +515,18 @@ class ActorSystem:
         self._calls.append((fn, args))
         self._async.send()
 
+    def _check_thread_alive(self, what: str) -> None:
+        """From a foreign thread: fail at once if the system's own thread has exited
+        (nothing would ever run the hub again, so any wait for it would be in vain)."""
+        if self._thread_alive() is None:
+            raise IllegalStateError(
+                f"cannot {what}: the thread of actor system {self.name!r} (which ran its "
+                "gevent hub) has exited, so the system can no longer run"
+            )
+
     def _run_in_hub(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """Run ``fn`` in the hub thread and wait for its result (from a foreign thread)."""
+        self._check_thread_alive(f"call {getattr(fn, '__name__', 'a method')}()")
         lock = allocate_lock()
         lock.acquire()
         box: list[tuple[bool, Any]] = []

@@ -152,13 +152,14 @@ def test_timedelta_and_validation(actor_system: ActorSystem, probe: TestProbe) -
             for bad in (0, -1, "1", True):
                 try:
                     self.context.set_receive_timeout(bad)  # type: ignore[arg-type]
-                except ValueError:
-                    errors.append(repr(bad))
+                except (ValueError, TypeError) as e:
+                    # A bad value is a ValueError, a non-duration a TypeError.
+                    errors.append(f"{type(e).__name__} {bad!r}")
             probe.ref.tell(("validated", self.context.receive_timeout))
 
     actor_system.actor_of(Props(Validating))
     assert probe.fish_for_message(lambda m: m[0] == "validated") == ("validated", None)
-    assert errors == ["0", "-1", "'1'", "True"]
+    assert errors == ["ValueError 0", "ValueError -1", "TypeError '1'", "TypeError True"]
 
 
 def test_stopped_actor_gets_no_more_timeouts(actor_system: ActorSystem, probe: TestProbe) -> None:

@@ -125,9 +125,13 @@ def test_ask_default_timeout_from_settings() -> None:
 
 def test_ask_timeout_validation(system: ActorSystem) -> None:
     ref = system.actor_of(Props(Echo))
-    for bad in (0, -1, "1", True):
+    for bad in (0, -1, float("nan"), float("inf")):
         with pytest.raises(ValueError, match="timeout"):
             ref.ask("x", timeout=bad)
+    for wrong in ("1", True):
+        # Not a duration at all: a TypeError, as everywhere a duration is taken.
+        with pytest.raises(TypeError, match="timeout"):
+            ref.ask("x", timeout=wrong)
 
 
 def test_ask_non_blocking_returns_future(system: ActorSystem) -> None:

@@ -46,8 +46,10 @@ from gactors.testkit import TestProbe, event_filter
 WAIT = 5.0
 NAN = float("nan")
 
-BAD_TIMEOUTS = [0, -1, -0.5, NAN, "1", b"1", True, [1]]
-"""Refused wherever a positive number of seconds is required."""
+BAD_TIMEOUTS = [0, -1, -0.5, NAN, math.inf, 10**400, 1e300, timedelta(seconds=-1)]
+"""Durations refused (ValueError) wherever a positive number of seconds is required."""
+NOT_DURATIONS = ["1", b"1", True, [1], object()]
+"""Refused (TypeError) wherever a duration is required: not a number or a timedelta."""
 
 
 class Collect:
@@ -229,9 +231,23 @@ def test_none_is_not_a_message(system: ActorSystem, echo: ActorRef) -> None:
 def test_bad_ask_timeouts(echo: ActorRef, timeout: Any) -> None:
     with pytest.raises(ValueError, match="ask timeout"):
         echo.ask("x", timeout=timeout)
+    with pytest.raises(ValueError, match="ask timeout"):
+        pattern.ask(echo, "x", timeout)
 
 
-@pytest.mark.parametrize("timeout", [-1, NAN, "1", [1]], ids=repr)
+@pytest.mark.parametrize("timeout", NOT_DURATIONS, ids=repr)
+def test_ask_timeouts_of_the_wrong_type(echo: ActorRef, timeout: Any) -> None:
+    with pytest.raises(TypeError, match="ask timeout must be a number of seconds or a timedelta"):
+        echo.ask("x", timeout=timeout)
+
+
+def test_a_huge_ask_timeout_is_a_clear_value_error(echo: ActorRef) -> None:
+    # It used to escape as OverflowError from deep inside gevent.
+    with pytest.raises(ValueError, match="ask timeout is too large: an int of 1329 bits"):
+        echo.ask("x", timeout=10**400)
+
+
+@pytest.mark.parametrize("timeout", [-1, NAN, math.inf, 10**400], ids=repr)
 def test_bad_future_waits(echo: ActorRef, system: ActorSystem, timeout: Any) -> None:
     fut = echo.ask("x", timeout=WAIT, block=False)
     with pytest.raises(ValueError, match="timeout"):
@@ -241,10 +257,32 @@ def test_bad_future_waits(echo: ActorRef, system: ActorSystem, timeout: Any) -> 
     assert fut.get(WAIT) == "x"
 
 
+@pytest.mark.parametrize("timeout", ["1", [1], True], ids=repr)
+def test_future_waits_of_the_wrong_type(echo: ActorRef, system: ActorSystem, timeout: Any) -> None:
+    fut = echo.ask("x", timeout=WAIT, block=False)
+    with pytest.raises(TypeError, match="timeout"):
+        fut.get(timeout)
+    with pytest.raises(TypeError, match="timeout"):
+        system.await_termination(timeout)
+    assert fut.get(timedelta(seconds=WAIT)) == "x"
+
+
 @pytest.mark.parametrize("timeout", BAD_TIMEOUTS, ids=repr)
 def test_bad_graceful_stop_timeouts(echo: ActorRef, timeout: Any) -> None:
-    with pytest.raises(ValueError, match="timeout"):
+    with pytest.raises(ValueError, match="graceful_stop timeout"):
         pattern.graceful_stop(echo, timeout)
+
+
+@pytest.mark.parametrize("timeout", NOT_DURATIONS, ids=repr)
+def test_graceful_stop_timeouts_of_the_wrong_type(echo: ActorRef, timeout: Any) -> None:
+    with pytest.raises(TypeError, match="graceful_stop timeout"):
+        pattern.graceful_stop(echo, timeout)
+
+
+def test_durations_may_be_timedeltas(echo: ActorRef, system: ActorSystem) -> None:
+    assert echo.ask("x", timeout=timedelta(seconds=WAIT)) == "x"
+    assert pattern.ask(echo, "y", timedelta(seconds=WAIT)).get(WAIT) == "y"
+    assert pattern.graceful_stop(echo, timedelta(seconds=WAIT)).get(WAIT) is True
 
 
 def test_pattern_functions_check_their_arguments(echo: ActorRef) -> None:
@@ -374,6 +412,8 @@ class Misuser(Actor):
             "become non-callable": lambda: ctx.become("nope"),  # type: ignore[arg-type]
             "negative receive timeout": lambda: ctx.set_receive_timeout(-1),
             "nan receive timeout": lambda: ctx.set_receive_timeout(NAN),
+            "str receive timeout": lambda: ctx.set_receive_timeout("1"),  # type: ignore[arg-type]
+            "huge receive timeout": lambda: ctx.set_receive_timeout(10**400),
             "stop non-ref": lambda: ctx.stop("x"),  # type: ignore[arg-type]
             "bad child name": lambda: ctx.actor_of(Props(Echo), "a/b"),
             "child non-props": lambda: ctx.actor_of(Echo),  # type: ignore[arg-type]
@@ -400,6 +440,8 @@ class Misuser(Actor):
         ("become non-callable", "TypeError"),
         ("negative receive timeout", "ValueError"),
         ("nan receive timeout", "ValueError"),
+        ("str receive timeout", "TypeError"),
+        ("huge receive timeout", "ValueError"),
         ("stop non-ref", "TypeError"),
         ("bad child name", "InvalidActorNameException"),
         ("child non-props", "TypeError"),
