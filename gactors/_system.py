@@ -11,6 +11,7 @@ import traceback
 import weakref
 from collections import deque
 from collections.abc import Callable, Mapping
+from types import TracebackType
 from typing import Any, TypeVar
 
 from gevent.hub import get_hub
@@ -218,6 +219,9 @@ class ActorSystem:
         self._termination_hooks.append(self.scheduler._close)
         self._dead_letter_count = 0
         self._log_filters: list[Callable[[LogEvent], bool]] = []
+        # (cause, traceback) of the child failure a supervisor is deciding on, if any:
+        # its log shows that traceback (see FaultHandling.handle_failure).
+        self._failure_tb: tuple[BaseException, TracebackType | None] | None = None
         self.when_terminated: Future[None] = Future(self._hub, self._tid)
         self.event_stream = EventStream(self)
         self.log = logging.LoggerAdapter(logging.getLogger("gactors.system"), {"actor_path": name})
@@ -460,15 +464,19 @@ class ActorSystem:
         logger = logging.getLogger(f"gactors.{category}")
         if not logger.isEnabledFor(level):
             return
+        tb = None
+        if cause is not None:
+            failure = self._failure_tb
+            tb = failure[1] if failure is not None and failure[0] is cause else cause.__traceback__
         if type(getcurrent()) is Worker:
             # A LogRecord asks threading.current_thread(), which under gevent builds a
             # _DummyThread for every greenlet that logs: on short-lived worker
             # greenlets that costs more than a whole restart. The hub greenlet has
             # one for good, so the stdlib record is made there, a moment later; the
             # event stream above has already seen the event.
-            self._hub.loop.run_callback(self._emit_log, logger, level, source, message, cause)
+            self._hub.loop.run_callback(self._emit_log, logger, level, source, message, cause, tb)
         else:
-            self._emit_log(logger, level, source, message, cause)
+            self._emit_log(logger, level, source, message, cause, tb)
 
     @staticmethod
     def _emit_log(
@@ -477,11 +485,10 @@ class ActorSystem:
         source: str,
         message: str,
         cause: BaseException | None,
+        tb: TracebackType | None,
     ) -> None:
         exc_info = (
-            (type(cause), cause, cause.__traceback__)
-            if cause is not None and level >= logging.ERROR
-            else None
+            (type(cause), cause, tb) if cause is not None and level >= logging.ERROR else None
         )
         try:
             logger.log(
