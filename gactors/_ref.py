@@ -99,6 +99,9 @@ class ActorRef:
             raise InvalidMessageException(_NONE_ERROR)
         if system._forked:
             raise system._fork_error()
+        # Checked first: a thread started after the system's thread exited may get its
+        # thread id, and would then be taken for the hub's thread.
+        system._check_thread_alive("ask")
         # None means the default, as in pattern.ask: no ask waits without end (SPEC 4).
         t: float = (
             system.settings.default_ask_timeout
@@ -118,7 +121,6 @@ class ActorRef:
             promise._start(t)
             self.tell(message, promise)
             return fut.get() if block else fut
-        system._check_thread_alive("ask")
         system._run_in_hub_async(self._ask_from_thread, promise, message, t)
         if not block:
             return fut

@@ -84,6 +84,9 @@ def _in_hub_thread(method: F) -> F:
     def wrapper(self: ActorSystem, *args: Any, **kwargs: Any) -> Any:
         if self._forked:
             raise self._fork_error()
+        # Before comparing thread ids: a new thread may reuse the id of the system's
+        # thread once that has exited.
+        self._check_thread_alive(f"call {method.__name__}()")
         if get_ident() == self._tid:
             return method(self, *args, **kwargs)
         return self._run_in_hub(method, self, *args, **kwargs)
@@ -533,7 +536,7 @@ class ActorSystem:
 
     def _run_in_hub(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """Run ``fn`` in the hub thread and wait for its result (from a foreign thread)."""
-        self._check_thread_alive(f"call {getattr(fn, '__name__', 'a method')}()")
+        self._check_thread_alive(f"call {getattr(fn, '__name__', 'a function')}()")
         lock = allocate_lock()
         lock.acquire()
         box: list[tuple[bool, Any]] = []
