@@ -52,6 +52,12 @@ NOT_DURATIONS = ["1", b"1", True, [1], object()]
 """Refused (TypeError) wherever a duration is required: not a number or a timedelta."""
 
 
+def short(value: Any) -> str:
+    """A test id that stays readable for 10**400."""
+    text = repr(value)
+    return text if len(text) <= 24 else f"{text[:12]}...({len(text)} chars)"
+
+
 class Collect:
     def __init__(self) -> None:
         self.events: list[Any] = []
@@ -227,7 +233,7 @@ def test_none_is_not_a_message(system: ActorSystem, echo: ActorRef) -> None:
         system.event_stream.publish(None)
 
 
-@pytest.mark.parametrize("timeout", BAD_TIMEOUTS, ids=repr)
+@pytest.mark.parametrize("timeout", BAD_TIMEOUTS, ids=short)
 def test_bad_ask_timeouts(echo: ActorRef, timeout: Any) -> None:
     with pytest.raises(ValueError, match="ask timeout"):
         echo.ask("x", timeout=timeout)
@@ -235,7 +241,7 @@ def test_bad_ask_timeouts(echo: ActorRef, timeout: Any) -> None:
         pattern.ask(echo, "x", timeout)
 
 
-@pytest.mark.parametrize("timeout", NOT_DURATIONS, ids=repr)
+@pytest.mark.parametrize("timeout", NOT_DURATIONS, ids=short)
 def test_ask_timeouts_of_the_wrong_type(echo: ActorRef, timeout: Any) -> None:
     with pytest.raises(TypeError, match="ask timeout must be a number of seconds or a timedelta"):
         echo.ask("x", timeout=timeout)
@@ -247,7 +253,7 @@ def test_a_huge_ask_timeout_is_a_clear_value_error(echo: ActorRef) -> None:
         echo.ask("x", timeout=10**400)
 
 
-@pytest.mark.parametrize("timeout", [-1, NAN, math.inf, 10**400], ids=repr)
+@pytest.mark.parametrize("timeout", [-1, NAN, math.inf, 10**400], ids=short)
 def test_bad_future_waits(echo: ActorRef, system: ActorSystem, timeout: Any) -> None:
     fut = echo.ask("x", timeout=WAIT, block=False)
     with pytest.raises(ValueError, match="timeout"):
@@ -267,13 +273,13 @@ def test_future_waits_of_the_wrong_type(echo: ActorRef, system: ActorSystem, tim
     assert fut.get(timedelta(seconds=WAIT)) == "x"
 
 
-@pytest.mark.parametrize("timeout", BAD_TIMEOUTS, ids=repr)
+@pytest.mark.parametrize("timeout", BAD_TIMEOUTS, ids=short)
 def test_bad_graceful_stop_timeouts(echo: ActorRef, timeout: Any) -> None:
     with pytest.raises(ValueError, match="graceful_stop timeout"):
         pattern.graceful_stop(echo, timeout)
 
 
-@pytest.mark.parametrize("timeout", NOT_DURATIONS, ids=repr)
+@pytest.mark.parametrize("timeout", NOT_DURATIONS, ids=short)
 def test_graceful_stop_timeouts_of_the_wrong_type(echo: ActorRef, timeout: Any) -> None:
     with pytest.raises(TypeError, match="graceful_stop timeout"):
         pattern.graceful_stop(echo, timeout)
@@ -654,3 +660,25 @@ def test_poison_pill_is_the_only_stop_message_graceful_stop_needs(
         # A stop message the actor does not stop on: a defined failure, not a hang.
         pattern.graceful_stop(ref, 0.1, stop_message="not a stop").get(WAIT)
     assert pattern.graceful_stop(ref, WAIT, PoisonPill).get(WAIT) is True
+
+
+# -- arguments Python would refuse -------------------------------------------------------------
+class NoInit(Actor):
+    def receive(self, message: Any) -> None:
+        self.sender.tell(message)
+
+
+def test_props_refuses_arguments_for_a_class_without_init() -> None:
+    # Actor defines __new__, so object.__init__ used to swallow the arguments silently.
+    with pytest.raises(TypeError, match=r"NoInit\(\) takes no arguments"):
+        Props(NoInit, "typo", retries=3)
+    with pytest.raises(TypeError, match="takes no arguments"):
+        Props(NoInit, retries=3)
+    assert Props(NoInit).args == ()  # without arguments it is fine
+
+
+def test_status_failure_needs_an_exception() -> None:
+    for bad in ("not an exception", None, 42, ValueError):
+        with pytest.raises(TypeError, match=r"Status\.Failure needs an exception instance"):
+            Status.Failure(bad)  # type: ignore[arg-type]
+    assert isinstance(Status.Failure(KeyError("k")).cause, KeyError)
