@@ -28,11 +28,14 @@ def _show(value: object) -> str:
     return repr(value)
 
 
-def seconds(value: object, name: str, *, zero_ok: bool = False) -> float:
+def seconds(
+    value: object, name: str, *, zero_ok: bool = False, negative_is_now: bool = False
+) -> float:
     """``value`` (int, float or timedelta) as float seconds, or a clear error naming ``name``.
 
     ``zero_ok``: 0 is accepted (a poll, such as ``Future.get(0)``); otherwise the
-    duration must be positive.
+    duration must be positive. ``negative_is_now``: a delay before something happens,
+    where a negative one means "as soon as possible" (as in Akka's scheduler): 0.
     """
     if isinstance(value, timedelta):
         result = value.total_seconds()
@@ -48,6 +51,8 @@ def seconds(value: object, name: str, *, zero_ok: bool = False) -> float:
             result = math.inf  # an int beyond any float: refused as too large below
     if result != result:
         raise ValueError(f"{name} must be a number of seconds, not NaN")
+    if negative_is_now and result <= 0:
+        return 0.0
     if result < 0 or (result == 0 and not zero_ok):
         raise ValueError(
             f"{name} must be {'>= 0' if zero_ok else '> 0'} seconds, not {_show(value)}"

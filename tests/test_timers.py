@@ -294,7 +294,7 @@ def test_validation(actor_system: ActorSystem, probe: TestProbe) -> None:
     probe.expect_msg(("done", ()))
     assert errors == [
         "InvalidMessageException",
-        "ValueError",
+        "TypeError",  # "soon" is not a duration
         "ValueError",
         "ValueError",
         "TypeError",
