@@ -37,18 +37,23 @@ def seconds(
     duration must be positive. ``negative_is_now``: a delay before something happens,
     where a negative one means "as soon as possible" (as in Akka's scheduler): 0.
     """
-    if isinstance(value, timedelta):
+    cls = type(value)
+    if cls is float:  # the common cases first: this runs on every ask with a timeout
+        result: float = value  # type: ignore[assignment]
+    elif cls is int or (cls is not bool and isinstance(value, (int, float))):
+        try:
+            result = float(value)  # type: ignore[arg-type]
+        except OverflowError:
+            result = math.inf  # an int beyond any float: refused as too large below
+    elif isinstance(value, timedelta):
         result = value.total_seconds()
-    elif isinstance(value, bool) or not isinstance(value, (int, float)):
+    else:
         raise TypeError(
             f"{name} must be a number of seconds or a timedelta, not {type(value).__name__} "
             f"{_show(value)}"
         )
-    else:
-        try:
-            result = float(value)
-        except OverflowError:
-            result = math.inf  # an int beyond any float: refused as too large below
+    if 0 < result <= MAX_SECONDS:
+        return result
     if result != result:
         raise ValueError(f"{name} must be a number of seconds, not NaN")
     if negative_is_now and result <= 0:

@@ -101,7 +101,8 @@ class ActorRef:
             raise system._fork_error()
         # Checked first: a thread started after the system's thread exited may get its
         # thread id, and would then be taken for the hub's thread.
-        system._check_thread_alive("ask")
+        if system._thread_alive() is None:
+            system._check_thread_alive("ask")  # raises
         # None means the default, as in pattern.ask: no ask waits without end (SPEC 4).
         t: float = (
             system.settings.default_ask_timeout
