@@ -489,9 +489,12 @@ def test_invalid_strategy_arguments(cls: Any) -> None:
 
 def test_invalid_scheduler_arguments(system: ActorSystem, echo: ActorRef) -> None:
     sched = system.scheduler
-    for delay in (NAN, math.inf, "1", None):
-        with pytest.raises(ValueError):
-            sched.schedule_once(delay, echo, "x")  # type: ignore[arg-type]
+    for delay in (NAN, math.inf, 10**400):
+        with pytest.raises(ValueError, match="delay"):
+            sched.schedule_once(delay, echo, "x")
+    for not_a_delay in ("1", None, True):
+        with pytest.raises(TypeError, match="delay must be a number of seconds or a timedelta"):
+            sched.schedule_once(not_a_delay, echo, "x")  # type: ignore[arg-type]
     for interval in (0, -1, NAN):
         with pytest.raises(ValueError):
             sched.schedule_at_fixed_rate(0.1, interval, echo, "x")
