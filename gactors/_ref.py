@@ -130,6 +130,10 @@ class ActorRef:
         try:
             return fut.get(t)
         except TimeoutError:
+            if fut.done():
+                # The actor's own TimeoutError (socket.timeout is one), or a reply that
+                # came just now: the future's outcome, not ours.
+                return fut.get(0)
             # Completing the promise is the hub's job; a reply that arrives after this
             # goes to dead letters, as for any late reply.
             system._run_in_hub_async(promise._abandon, t)

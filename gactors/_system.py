@@ -298,6 +298,8 @@ class ActorSystem:
                 "system: termination waits for the actor's current message to finish "
                 "(use register_on_termination or when_terminated.add_done_callback)"
             )
+        if not self.when_terminated.done():
+            self._check_thread_alive("await termination")  # it would never come
         try:
             self.when_terminated.get(timeout)
         except TimeoutError:

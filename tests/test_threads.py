@@ -468,7 +468,11 @@ def test_when_the_systems_thread_is_gone_foreign_calls_fail_at_once() -> None:
     results: list[Any] = []
 
     def caller() -> None:
-        for call in (lambda: echo.ask("x", timeout=5), orphaned.tree):
+        for call in (
+            lambda: echo.ask("x", timeout=5),
+            orphaned.tree,
+            lambda: orphaned.await_termination(5),
+        ):
             started = time.monotonic()
             try:
                 results.append(call())
@@ -481,9 +485,33 @@ def test_when_the_systems_thread_is_gone_foreign_calls_fail_at_once() -> None:
     thread.start()
     thread.join(8)
     assert not thread.is_alive(), "a call to a system whose thread is gone did not return"
-    ask_error, ask_took, tree_error, tree_took = results
-    for error in (ask_error, tree_error):
+    errors, took = results[0::2], results[1::2]
+    for error in errors:
         assert isinstance(error, IllegalStateError)
         assert "thread of actor system 'orphaned'" in str(error)
         assert "has exited" in str(error)
-    assert ask_took < 1 and tree_took < 1
+    assert max(took) < 1, took
+
+
+class RaisesTimeoutError(Actor):
+    def receive(self, message: Any) -> None:
+        raise TimeoutError("the actor's own timeout (socket.timeout is one)")
+
+
+def test_an_actors_own_timeout_error_reaches_a_thread_asker_as_is(system: ActorSystem) -> None:
+    ref = system.actor_of(Props(RaisesTimeoutError), "raises")
+    box: list[Any] = []
+
+    def asker() -> None:
+        try:
+            ref.ask("x", timeout=5)
+        except BaseException as e:
+            box.append(e)
+
+    thread = RealThread(asker)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not box and time.monotonic() < deadline:
+        gevent.sleep(0.02)
+    thread.join(5)
+    assert type(box[0]) is TimeoutError and "the actor's own" in str(box[0])

@@ -685,3 +685,13 @@ def test_status_failure_needs_an_exception() -> None:
         with pytest.raises(TypeError, match=r"Status\.Failure needs an exception instance"):
             Status.Failure(bad)  # type: ignore[arg-type]
     assert isinstance(Status.Failure(KeyError("k")).cause, KeyError)
+
+
+def test_a_factory_passing_arguments_to_a_class_without_init_fails_its_creation(
+    system: ActorSystem,
+) -> None:
+    probe = TestProbe(system)
+    with event_filter(system, ActorInitializationException, message="takes no arguments"):
+        ref = system.actor_of(Props(lambda: NoInit("typo")), "typo")  # type: ignore[call-arg]
+        probe.watch(ref)
+        probe.expect_terminated(ref)
