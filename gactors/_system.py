@@ -11,6 +11,7 @@ import traceback
 import weakref
 from collections import deque
 from collections.abc import Callable, Mapping
+from datetime import timedelta
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -283,11 +284,13 @@ class ActorSystem:
             self._root.stop_ref(self._user_cell.ref)
         return self.when_terminated
 
-    def await_termination(self, timeout: float | None = None) -> bool:
-        """Wait until the system terminated; False if ``timeout`` passed first.
+    def await_termination(self, timeout: float | timedelta | None = None) -> bool:
+        """Wait until the system terminated; False if ``timeout`` (seconds or timedelta,
+        counted from this call) passed first.
 
         Raises :class:`IllegalStateError` inside one of this system's actors: the
-        system waits for that actor's current message, which would wait for the system.
+        system waits for that actor's current message, which would wait for the system;
+        and from another thread once the system's own thread has exited.
         """
         if self._forked:
             raise self._fork_error()
