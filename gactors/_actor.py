@@ -73,6 +73,11 @@ class Actor:
                 f"gactors, use system.actor_of(Props({cls.__qualname__}, ...)) or "
                 "self.context.actor_of(...)"
             )
+        if (args or kwargs) and cls.__init__ is object.__init__:
+            # Defining __new__ makes object.__init__ accept any arguments: refuse them as
+            # Python does for a class without __init__ (a factory such as
+            # ``lambda: Cls("typo")``; Props refuses its own arguments earlier).
+            raise TypeError(f"{cls.__qualname__}() takes no arguments (it defines no __init__)")
         self = object.__new__(cls)
         self._gactors_cell = cell
         s = cell.sender

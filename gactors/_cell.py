@@ -178,6 +178,9 @@ class ActorCell(Children, DeathWatch, FaultHandling, ReceiveTimeout):
     def user_failure(self, exc: BaseException, message: Any, sender: ActorRef | None) -> None:
         if isinstance(exc, FATAL):
             raise exc
+        # Taken before the asker gets the exception: re-raising it there extends its
+        # __traceback__ with the asker's frames, which the failure log must not show.
+        tb = exc.__traceback__
         if type(sender) is PromiseRef:
             # The asker learns of the failure at once instead of timing out.
             sender._fail_from_target(exc)
@@ -189,7 +192,7 @@ class ActorCell(Children, DeathWatch, FaultHandling, ReceiveTimeout):
             if fail is not None:
                 fail(exc)
         self.failed_message = message
-        self.handle_invoke_failure(exc)
+        self.handle_invoke_failure(exc, tb=tb)
 
     def receive_message(self, message: Any) -> None:
         """Hand ``message`` to the current behavior (used by auto-received messages)."""

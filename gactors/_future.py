@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any, Generic, TypeVar
 
 from gevent.hub import Hub, Waiter, get_hub
 from greenlet import getcurrent
 
+from gactors._duration import seconds
 from gactors._threads import allocate_lock, get_ident
 from gactors.exceptions import IllegalStateError
 
@@ -51,11 +53,12 @@ class Future(Generic[T]):
         """True once a result or an exception is set."""
         return self._state != _PENDING
 
-    def get(self, timeout: float | None = None) -> T:
+    def get(self, timeout: float | timedelta | None = None) -> T:
         """Wait for the result and return it, or raise the exception it failed with.
 
-        Raises :class:`TimeoutError` if ``timeout`` seconds pass first (the future stays
-        pending and may still complete later).
+        Raises :class:`TimeoutError` if ``timeout`` seconds (float or timedelta) pass
+        first (the future stays pending and may still complete later). ``None`` waits
+        as long as it takes: the future of an ask is bounded by the ask's own timeout.
         """
         if self._state == _PENDING:
             self._wait(timeout)
@@ -63,7 +66,7 @@ class Future(Generic[T]):
             return self._value  # type: ignore[no-any-return]
         raise self._value
 
-    def exception(self, timeout: float | None = None) -> BaseException | None:
+    def exception(self, timeout: float | timedelta | None = None) -> BaseException | None:
         """Wait like :meth:`get`; return the exception, or ``None`` on success."""
         if self._state == _PENDING:
             self._wait(timeout)
@@ -87,13 +90,12 @@ class Future(Generic[T]):
         return f"<gactors.Future {state}>"
 
     # -- waiting ---------------------------------------------------------------------------
-    def _wait(self, timeout: float | None) -> None:
-        if timeout is not None and (not isinstance(timeout, (int, float)) or not timeout >= 0):
-            raise ValueError(f"timeout must be a non-negative number or None, not {timeout!r}")
+    def _wait(self, timeout: float | timedelta | None) -> None:
+        t = None if timeout is None else seconds(timeout, "timeout", zero_ok=True)
         if get_ident() == self._tid:
-            self._wait_greenlet(timeout)
+            self._wait_greenlet(t)
         else:
-            self._wait_thread(timeout)
+            self._wait_thread(t)
         if self._state == _PENDING:
             raise TimeoutError(f"future not completed within {timeout} s")
 
@@ -107,7 +109,11 @@ class Future(Generic[T]):
         self._waiters.append(waiter)
         timer = None
         if timeout is not None:
-            timer = hub.loop.timer(timeout)
+            loop = hub.loop
+            timer = loop.timer(timeout)
+            # Count from now, not from the loop's clock, which lags after the hub was
+            # blocked (the wait would end early).
+            loop.update_now()
             timer.start(waiter.switch, _TIMEOUT)
         try:
             waiter.get()

@@ -169,6 +169,13 @@ class Status:
         _field = "cause"
 
         def __init__(self, cause: BaseException):
+            if not isinstance(cause, BaseException):
+                # Refused here, where the mistake is, rather than as a confusing
+                # TypeError in the asker when ask raises the cause.
+                raise TypeError(
+                    "Status.Failure needs an exception instance as its cause, not "
+                    f"{type(cause).__name__} {cause!r}"
+                )
             self.cause = cause
 
 

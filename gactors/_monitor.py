@@ -25,16 +25,19 @@ How it works, and why it is shaped like this:
   into a greenlet of its own, whose frames stop at that greenlet), the actor is the one
   of the worker that greenlet was started from, if any.
 * gevent reports again every period while the hub stays blocked. Consecutive reports
-  for the same greenlet running the same actor are one *episode*: its warning is logged
-  once, at once, from the monitoring thread (the hub thread is blocked, and for a hub
-  that stays blocked forever that log line is the only sign of life). The episode
-  ends when the hub runs again: an unreferenced async watcher, poked at the first
-  report, fires then, and the ``HubBlocked`` event is published in the hub's thread
-  with the episode's total duration (subscribers run in the hub's thread anyway, so
-  publishing any earlier would not reach them any sooner).
-* ``seconds`` is a lower bound: gevent only knows that no switch happened during the
-  last whole period, so the start of an episode is taken as one period before its
-  first report.
+  for the same greenlet running the same actor are one *episode*, with one warning:
+  logged when the episode ends, from the hub's thread, with its real duration; or, for
+  an episode still going on after ``STILL_BLOCKED`` seconds, at once from the
+  monitoring thread (the hub thread is blocked, and for a hub that stays blocked
+  forever that log line is the only sign of life). The episode ends when the hub runs
+  again: an unreferenced async watcher, poked at the first report, fires then, and the
+  ``HubBlocked`` event is published in the hub's thread with the episode's total
+  duration (subscribers run in the hub's thread anyway, so publishing any earlier
+  would not reach them any sooner).
+* The start of an episode is read off the loop's clock, which is not refreshed while
+  the hub is blocked: its lag behind the real clock is how long the hub has not run.
+  (gevent only knows that no switch happened during the last whole period, which for a
+  small threshold says next to nothing about how long the block is.)
 * On the monitoring threads we start, gevent's own printed report is switched off
   (gevent >= 25 lets us replace ``_show_blocking_report``; 24.x always prints it): our
   warning says the same, naming the actor. A monitor the application enabled itself
@@ -45,6 +48,7 @@ from __future__ import annotations
 
 import logging
 import sys
+import time
 import traceback
 from functools import partial
 from time import perf_counter
@@ -72,6 +76,9 @@ _log = logging.getLogger("gactors.hub")
 
 _WORKER_LOOP_CODE = Dispatcher._run.__code__
 _EPSILON = 1e-6
+STILL_BLOCKED = 0.5
+"""Seconds: a block is logged while it lasts once it is this old (and over the
+threshold); a shorter one is logged when it ends, with its real duration."""
 
 # Process-wide state, guarded by _lock (a real lock: the monitoring threads read it).
 _lock = allocate_lock()
@@ -173,8 +180,10 @@ class _HubWatch:
                 if system not in ep.logged:
                     if seconds + _EPSILON < threshold:
                         continue
-                    # Reached the threshold between two reports of the monitor.
-                    _warn(system, ep, seconds, threshold)
+                    # Not logged while it lasted (shorter than STILL_BLOCKED, or the
+                    # threshold was reached between two reports of the monitor): logged
+                    # now, with how long it really lasted.
+                    _warn(system, ep, seconds, threshold, ongoing=False)
                 system.event_stream.publish(HubBlocked(path, seconds, ep.stack))
 
     # -- monitoring thread ------------------------------------------------------------------
@@ -190,22 +199,39 @@ class _HubWatch:
         due: list[tuple[ActorSystem, float]] = []
         with _lock:
             ep = self.episode
+            start = now - period
             if ep is not None and (ep.greenlet is not greenlet or ep.cell is not cell):
                 # The same worker went on to another actor without the hub running.
-                ep.end = now - period
+                ep.end = start
                 self.finished.append(ep)
                 ep = None
+            elif ep is None:
+                start = now - self._blocked_for(period)
             if ep is None:
-                ep = self.episode = _Episode(greenlet, cell, now - period, stack)
+                ep = self.episode = _Episode(greenlet, cell, start, stack)
             elapsed = now - ep.start
             for system, threshold in self.systems.items():
-                if system not in ep.logged and elapsed + _EPSILON >= threshold:
+                if system not in ep.logged and elapsed + _EPSILON >= max(threshold, STILL_BLOCKED):
                     ep.logged.add(system)
                     due.append((system, threshold))
         # Publishing must not wait for the logging below (which may wait for a lock).
         self.async_.send()
         for system, threshold in due:
-            _warn(system, ep, elapsed, threshold)
+            _warn(system, ep, elapsed, threshold, ongoing=True)
+
+    def _blocked_for(self, period: float) -> float:
+        """How long the hub has been blocked, seen from the monitoring thread.
+
+        The loop's clock is refreshed whenever the hub runs (and when a timer is armed),
+        never while code holds the hub: its lag behind the real clock is how long the
+        hub has not run. gevent itself only says that no switch happened during the
+        last whole period, a lower bound that can be far too low.
+        """
+        try:
+            lag = time.time() - float(self.hub.loop.now())
+        except Exception:  # pragma: no cover - a loop being destroyed
+            lag = 0.0
+        return max(period, lag)
 
 
 def _no_report(hub: Any, report: Any, active_greenlet: Any) -> tuple[Any, Any]:
@@ -222,7 +248,9 @@ def _lean_monitor_blocking(thread: Any, hub: Any) -> tuple[Any, Any] | None:
     return (active_greenlet, [])
 
 
-def _warn(system: ActorSystem, ep: _Episode, seconds: float, threshold: float) -> None:
+def _warn(
+    system: ActorSystem, ep: _Episode, seconds: float, threshold: float, *, ongoing: bool
+) -> None:
     if ep.cell is not None:
         source = str(ep.cell.path)
         who = f"actor {source}"
@@ -232,8 +260,9 @@ def _warn(system: ActorSystem, ep: _Episode, seconds: float, threshold: float) -
     system._publish_log(
         logging.WARNING,
         source,
-        f"{who} has blocked the gevent hub for {seconds:.3f} s (blocking_threshold "
-        f"{threshold} s): no other greenlet of this thread runs meanwhile; is it calling "
+        f"{who} {'has been blocking' if ongoing else 'blocked'} the gevent hub for "
+        f"{seconds:.3f} s{' so far' if ongoing else ''} (blocking_threshold {threshold} s): "
+        "no other greenlet of this thread runs meanwhile; is it calling "
         f"blocking code that gevent did not patch? Stack:\n{ep.stack}",
         category="hub",
     )

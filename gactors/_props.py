@@ -22,10 +22,20 @@ class Props:
     def __init__(self, factory: Callable[..., Actor], *args: Any, **kwargs: Any) -> None:
         if not callable(factory):
             raise TypeError(f"Props factory must be callable, not {type(factory).__name__}")
-        if isinstance(factory, type) and not issubclass(factory, Actor):
-            raise TypeError(
-                f"Props factory {factory.__qualname__} is a class but not a gactors.Actor subclass"
-            )
+        if isinstance(factory, type):
+            if not issubclass(factory, Actor):
+                raise TypeError(
+                    f"Props factory {factory.__qualname__} is a class but not a gactors.Actor "
+                    "subclass"
+                )
+            if (args or kwargs) and factory.__init__ is object.__init__:
+                # Actor defines __new__, so object.__init__ would swallow the arguments
+                # in silence: say what Python says for a class without __init__.
+                raise TypeError(
+                    f"{factory.__qualname__}() takes no arguments (it defines no __init__), "
+                    f"but Props was given {len(args)} positional and {len(kwargs)} keyword "
+                    "argument(s)"
+                )
         self.factory = factory
         self.args = args
         self.kwargs = kwargs

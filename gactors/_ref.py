@@ -9,11 +9,13 @@ other OS thread it goes through the system's thread-safe inbox instead.
 from __future__ import annotations
 
 import itertools
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Final
 
 from greenlet import getcurrent
 
 from gactors._dispatch import Worker
+from gactors._duration import seconds as _seconds
 from gactors._future import Future
 from gactors._messages import ActorIdentity, Identify, Status
 from gactors._path import ActorPath
@@ -36,7 +38,6 @@ class _Implicit:
 
 
 IMPLICIT: Final = _Implicit()
-_DEFAULT_TIMEOUT: Final = object()
 _NONE_ERROR = "None is not a valid message (use a sentinel object instead)"
 
 
@@ -82,25 +83,32 @@ class ActorRef:
         self.tell(message, g.cell.sender_or_none)
 
     def ask(
-        self, message: Any, *, timeout: float | object | None = _DEFAULT_TIMEOUT, block: bool = True
+        self, message: Any, *, timeout: float | timedelta | None = None, block: bool = True
     ) -> Any:
         """Send ``message`` and wait for the reply (``block=False``: return a Future).
 
         A ``Status.Failure(exc)`` reply raises ``exc``; ``Status.Success(v)`` returns
         ``v``. If the actor raises while processing the message before replying, the ask
-        raises that exception. No reply within ``timeout`` raises :class:`AskTimeoutError`.
+        raises that exception. No reply within ``timeout`` seconds (float or timedelta;
+        ``None``: the ``default_ask_timeout`` setting) raises :class:`AskTimeoutError`.
+        The timeout counts from this call, even right after the hub was blocked, and
+        from another OS thread it is measured in that thread.
         """
         system = self._system
         if message is None:
             raise InvalidMessageException(_NONE_ERROR)
         if system._forked:
             raise system._fork_error()
-        if timeout is _DEFAULT_TIMEOUT:
-            timeout = system.settings.default_ask_timeout
-        elif timeout is not None and (
-            isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0
-        ):
-            raise ValueError(f"ask timeout must be a positive number of seconds, not {timeout!r}")
+        # Checked first: a thread started after the system's thread exited may get its
+        # thread id, and would then be taken for the hub's thread.
+        if system._thread_alive() is None:
+            system._check_thread_alive("ask")  # raises
+        # None means the default, as in pattern.ask: no ask waits without end (SPEC 4).
+        t: float = (
+            system.settings.default_ask_timeout
+            if timeout is None
+            else _seconds(timeout, "ask timeout")
+        )
         fut: Future[Any] = Future(system._hub, system._tid)
         promise = PromiseRef(system, fut, self, message)
         if get_ident() == system._tid:
@@ -111,13 +119,27 @@ class ActorRef:
                         f"actor {self.path} cannot block asking itself: it would never reply "
                         "(use ask(..., block=False) or tell)"
                     )
-            promise._start(timeout)
+            promise._start(t)
             self.tell(message, promise)
-        else:
-            system._run_in_hub_async(self._ask_from_thread, promise, message, timeout)
-        return fut.get() if block else fut
+            return fut.get() if block else fut
+        system._run_in_hub_async(self._ask_from_thread, promise, message, t)
+        if not block:
+            return fut
+        # Timed here, in the calling thread: while unpatched code blocks the hub, the
+        # hub's timer cannot fire, and this thread must not wait for it (SPEC 4).
+        try:
+            return fut.get(t)
+        except TimeoutError:
+            if fut.done():
+                # The actor's own TimeoutError (socket.timeout is one), or a reply that
+                # came just now: the future's outcome, not ours.
+                return fut.get(0)
+            # Completing the promise is the hub's job; a reply that arrives after this
+            # goes to dead letters, as for any late reply.
+            system._run_in_hub_async(promise._abandon, t)
+            raise promise._timeout_error(t) from None
 
-    def _ask_from_thread(self, promise: PromiseRef, message: Any, timeout: float | None) -> None:
+    def _ask_from_thread(self, promise: PromiseRef, message: Any, timeout: float) -> None:
         promise._start(timeout)
         self.tell(message, promise)
 
@@ -291,19 +313,35 @@ class PromiseRef(ActorRef):
     def __hash__(self) -> int:
         return id(self)
 
-    def _start(self, timeout: float | None) -> None:
-        if timeout is not None and not self._future.done():
-            timer = self._timer = self._system._hub.loop.timer(timeout)
+    def _start(self, timeout: float) -> None:
+        if not self._future.done():
+            loop = self._system._hub.loop
+            timer = self._timer = loop.timer(timeout)
+            # The loop's clock is only refreshed once per iteration: after unpatched code
+            # held the hub, it lags, and the timer would fire early (at once after a long
+            # block). Measure from now.
+            loop.update_now()
             timer.start(self._time_out, timeout)
+
+    def _timeout_error(self, timeout: float) -> AskTimeoutError:
+        return AskTimeoutError(
+            f"ask timed out on {self._target} after {timeout} s "
+            f"(message of type {type(self._message).__name__})"
+        )
 
     def _time_out(self, timeout: float) -> None:
         self._timer = None
-        self._complete_exc(
-            AskTimeoutError(
-                f"ask timed out on {self._target} after {timeout} s "
-                f"(message of type {type(self._message).__name__})"
-            )
-        )
+        self._complete_exc(self._timeout_error(timeout))
+
+    def _abandon(self, timeout: float) -> None:
+        """The asking thread gave up after ``timeout`` s (its own clock; hub thread)."""
+        fut = self._future
+        if not fut.done():
+            self._time_out(timeout)
+        elif fut.exception(0) is None:
+            # The reply won the race with the asker's timeout: nobody will read it, so
+            # it is a late reply like any other.
+            self._system._dead_letter(fut.get(0), None, self)
 
     def _complete(self, value: Any) -> None:
         if self._future._set_result(value):

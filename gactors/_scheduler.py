@@ -18,6 +18,7 @@ from datetime import timedelta
 from time import monotonic
 from typing import TYPE_CHECKING, Any
 
+from gactors._duration import seconds
 from gactors._ref import ActorRef
 from gactors._threads import get_ident
 from gactors.exceptions import IllegalStateError, InvalidMessageException
@@ -36,16 +37,8 @@ _ONCE, _FIXED_DELAY, _FIXED_RATE = 0, 1, 2
 
 
 def _seconds(value: float | timedelta, what: str, *, positive: bool) -> float:
-    if isinstance(value, timedelta):
-        value = value.total_seconds()
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ValueError(f"{what} must be a number of seconds or a timedelta, not {value!r}")
-    if positive and not value > 0:
-        raise ValueError(f"{what} must be > 0, not {value!r}")
-    if value != value or value == float("inf"):  # NaN and infinity would never fire
-        raise ValueError(f"{what} must be finite, not {value!r}")
     # A negative initial delay means "as soon as possible", as in Akka.
-    return max(float(value), 0.0)
+    return seconds(value, what, negative_is_now=not positive)
 
 
 class Cancellable:

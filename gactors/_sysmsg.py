@@ -11,6 +11,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from types import TracebackType
+
     from gactors._ref import ActorRef
 
 
@@ -87,15 +89,25 @@ class Failed(SystemMessage):
     """A child reports a failure. ``uid`` and ``seq`` identify the incarnation and the
     failure, so stale reports are dropped."""
 
-    __slots__ = ("cause", "child", "seq", "uid")
+    __slots__ = ("cause", "child", "seq", "tb", "uid")
     stash_when_failed = True
     stash_when_waiting = True
 
-    def __init__(self, child: ActorRef, cause: BaseException, uid: int, seq: int):
+    def __init__(
+        self,
+        child: ActorRef,
+        cause: BaseException,
+        uid: int,
+        seq: int,
+        tb: TracebackType | None = None,
+    ):
         self.child = child
         self.cause = cause
         self.uid = uid
         self.seq = seq
+        # The cause's traceback when the child failed: an asker re-raising the same
+        # exception object extends ``cause.__traceback__`` with its own frames.
+        self.tb = tb
 
 
 class DeathWatchNotification(SystemMessage):

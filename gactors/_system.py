@@ -11,6 +11,8 @@ import traceback
 import weakref
 from collections import deque
 from collections.abc import Callable, Mapping
+from datetime import timedelta
+from types import TracebackType
 from typing import Any, TypeVar
 
 from gevent.hub import get_hub
@@ -36,7 +38,7 @@ from gactors._supervision import (
     SupervisorStrategyConfigurator,
 )
 from gactors._text import safe_str
-from gactors._threads import allocate_lock, get_ident
+from gactors._threads import allocate_lock, get_ident, thread_token
 from gactors.exceptions import (
     ActorInitializationException,
     ActorKilledException,
@@ -84,6 +86,9 @@ def _in_hub_thread(method: F) -> F:
     def wrapper(self: ActorSystem, *args: Any, **kwargs: Any) -> Any:
         if self._forked:
             raise self._fork_error()
+        # Before comparing thread ids: a new thread may reuse the id of the system's
+        # thread once that has exited.
+        self._check_thread_alive(f"call {method.__name__}()")
         if get_ident() == self._tid:
             return method(self, *args, **kwargs)
         return self._run_in_hub(method, self, *args, **kwargs)
@@ -206,6 +211,7 @@ class ActorSystem:
         user_strategy = _guardian_strategy(configurator, self.settings.guardian_supervisor_strategy)
         self._hub = get_hub()
         self._tid = get_ident()
+        self._thread_alive = thread_token()
         self._pid = os.getpid()
         self._forked = False
         self._calls: deque[tuple[Callable[..., Any], tuple[Any, ...]]] = deque()
@@ -218,6 +224,9 @@ class ActorSystem:
         self._termination_hooks.append(self.scheduler._close)
         self._dead_letter_count = 0
         self._log_filters: list[Callable[[LogEvent], bool]] = []
+        # (cause, traceback) of the child failure a supervisor is deciding on, if any:
+        # its log shows that traceback (see FaultHandling.handle_failure).
+        self._failure_tb: tuple[BaseException, TracebackType | None] | None = None
         self.when_terminated: Future[None] = Future(self._hub, self._tid)
         self.event_stream = EventStream(self)
         self.log = logging.LoggerAdapter(logging.getLogger("gactors.system"), {"actor_path": name})
@@ -306,11 +315,13 @@ class ActorSystem:
             self._root.stop_ref(self._user_cell.ref)
         return self.when_terminated
 
-    def await_termination(self, timeout: float | None = None) -> bool:
-        """Wait until the system terminated; False if ``timeout`` passed first.
+    def await_termination(self, timeout: float | timedelta | None = None) -> bool:
+        """Wait until the system terminated; False if ``timeout`` (seconds or timedelta,
+        counted from this call) passed first.
 
         Raises :class:`IllegalStateError` inside one of this system's actors: the
-        system waits for that actor's current message, which would wait for the system.
+        system waits for that actor's current message, which would wait for the system;
+        and from another thread once the system's own thread has exited.
         """
         if self._forked:
             raise self._fork_error()
@@ -321,6 +332,8 @@ class ActorSystem:
                 "system: termination waits for the actor's current message to finish "
                 "(use register_on_termination or when_terminated.add_done_callback)"
             )
+        if not self.when_terminated.done():
+            self._check_thread_alive("await termination")  # it would never come
         try:
             self.when_terminated.get(timeout)
         except TimeoutError:
@@ -558,15 +571,19 @@ class ActorSystem:
         logger = logging.getLogger(f"gactors.{category}")
         if not logger.isEnabledFor(level):
             return
+        tb = None
+        if cause is not None:
+            failure = self._failure_tb
+            tb = failure[1] if failure is not None and failure[0] is cause else cause.__traceback__
         if type(getcurrent()) is Worker:
             # A LogRecord asks threading.current_thread(), which under gevent builds a
             # _DummyThread for every greenlet that logs: on short-lived worker
             # greenlets that costs more than a whole restart. The hub greenlet has
             # one for good, so the stdlib record is made there, a moment later; the
             # event stream above has already seen the event.
-            self._hub.loop.run_callback(self._emit_log, logger, level, source, message, cause)
+            self._hub.loop.run_callback(self._emit_log, logger, level, source, message, cause, tb)
         else:
-            self._emit_log(logger, level, source, message, cause)
+            self._emit_log(logger, level, source, message, cause, tb)
 
     @staticmethod
     def _emit_log(
@@ -575,11 +592,10 @@ class ActorSystem:
         source: str,
         message: str,
         cause: BaseException | None,
+        tb: TracebackType | None,
     ) -> None:
         exc_info = (
-            (type(cause), cause, cause.__traceback__)
-            if cause is not None and level >= logging.ERROR
-            else None
+            (type(cause), cause, tb) if cause is not None and level >= logging.ERROR else None
         )
         try:
             logger.log(
@@ -613,8 +629,18 @@ class ActorSystem:
         self._calls.append((fn, args))
         self._async.send()
 
+    def _check_thread_alive(self, what: str) -> None:
+        """From a foreign thread: fail at once if the system's own thread has exited
+        (nothing would ever run the hub again, so any wait for it would be in vain)."""
+        if self._thread_alive() is None:
+            raise IllegalStateError(
+                f"cannot {what}: the thread of actor system {self.name!r} (which ran its "
+                "gevent hub) has exited, so the system can no longer run"
+            )
+
     def _run_in_hub(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """Run ``fn`` in the hub thread and wait for its result (from a foreign thread)."""
+        self._check_thread_alive(f"call {getattr(fn, '__name__', 'a function')}()")
         lock = allocate_lock()
         lock.acquire()
         box: list[tuple[bool, Any]] = []

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 from gactors import _sysmsg as sm
+from gactors._duration import seconds
 from gactors._future import Future
 from gactors._messages import PoisonPill, Status
 from gactors._ref import ActorRef, PromiseRef
@@ -14,15 +16,13 @@ from gactors.exceptions import AskTimeoutError
 __all__ = ["ask", "graceful_stop", "pipe_to"]
 
 
-def ask(ref: ActorRef, message: Any, timeout: float | None = None) -> Future[Any]:
+def ask(ref: ActorRef, message: Any, timeout: float | timedelta | None = None) -> Future[Any]:
     """Send ``message`` to ``ref``; return a :class:`~gactors.Future` of the reply.
 
-    ``timeout=None`` uses the system's ``default_ask_timeout``.
+    ``timeout=None`` uses the system's ``default_ask_timeout``, as ``ActorRef.ask`` does.
     """
     if not isinstance(ref, ActorRef):
         raise TypeError(f"ask() needs an ActorRef, not {type(ref).__name__}")
-    if timeout is None:
-        return ref.ask(message, block=False)  # type: ignore[no-any-return]
     return ref.ask(message, timeout=timeout, block=False)  # type: ignore[no-any-return]
 
 
@@ -42,13 +42,15 @@ def pipe_to(future: Future[Any], ref: ActorRef, sender: ActorRef | None = None) 
     return future
 
 
-def graceful_stop(ref: ActorRef, timeout: float, stop_message: Any = PoisonPill) -> Future[bool]:
+def graceful_stop(
+    ref: ActorRef, timeout: float | timedelta, stop_message: Any = PoisonPill
+) -> Future[bool]:
     """Tell ``ref`` ``stop_message`` and return a Future that resolves to True once it
-    terminated, or fails with :class:`AskTimeoutError` if it did not within ``timeout``."""
+    terminated, or fails with :class:`AskTimeoutError` if it did not within ``timeout``
+    seconds (float or timedelta)."""
     if not isinstance(ref, ActorRef):
         raise TypeError(f"graceful_stop() needs an ActorRef, not {type(ref).__name__}")
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
-        raise ValueError(f"timeout must be a positive number of seconds, not {timeout!r}")
+    timeout = seconds(timeout, "graceful_stop timeout")
     system = ref._system
     fut: Future[bool] = Future(system._hub, system._tid)
     watcher = PromiseRef(system, fut, ref, stop_message)
@@ -60,7 +62,9 @@ def graceful_stop(ref: ActorRef, timeout: float, stop_message: Any = PoisonPill)
     watcher._on_system = on_system
 
     def start() -> None:
-        watcher._timer = timer = system._hub.loop.timer(timeout)
+        loop = system._hub.loop
+        watcher._timer = timer = loop.timer(timeout)
+        loop.update_now()  # count from now, even after the hub was blocked (SPEC 4)
         timer.start(
             watcher._complete_exc,
             AskTimeoutError(f"{ref.path} did not stop within {timeout} s"),

@@ -237,6 +237,14 @@ class TestOptions:
             with pytest.raises(ValueError, match=fragment):
                 build(Props(Actor), "c", *args)
 
+    @pytest.mark.parametrize("zero", [0, 0.0, -0.0, timedelta(0)], ids=repr)
+    def test_a_min_backoff_that_is_not_positive_is_refused(self, zero: Any) -> None:
+        # SPEC 8: a zero min_backoff restarted a child that stops at once some 20,000
+        # times a second, at full CPU.
+        for build in (BackoffOpts.on_stop, BackoffOpts.on_failure):
+            with pytest.raises(ValueError, match="min_backoff must be > 0"):
+                build(Props(Actor), "c", zero, 1.0, 0.2)
+
     def test_invalid_builder_values(self) -> None:
         o = BackoffOpts.on_stop(Props(Actor), "c", 0.1, 1.0, 0.2)
         with pytest.raises(ValueError, match="auto reset"):
@@ -881,3 +889,26 @@ def test_a_restart_of_the_supervisor_starts_afresh(system: ActorSystem) -> None:
     assert second != first
     assert count(sup) == 0
     assert current_child(sup) == second
+
+
+class StopsAtOnce(Actor):
+    """Counts its incarnations and stops as soon as it started."""
+
+    started = 0
+
+    def pre_start(self) -> None:
+        StopsAtOnce.started += 1
+        self.context.stop(self.ref)
+
+
+def test_a_tiny_min_backoff_cannot_spin(system: ActorSystem) -> None:
+    # 1e-9 is positive, so legal (SPEC 8); with the "constant" policy it asked for a
+    # restart every nanosecond: thousands a second. Restarts are at least 10 ms apart.
+    StopsAtOnce.started = 0
+    opts = BackoffOpts.on_stop(Props(StopsAtOnce), "c", 1e-9, 1.0, 0.0).with_policy("constant")
+    sup = start(system, opts)
+    time.sleep(1.0)  # patched: the hub runs the supervisor meanwhile
+    system.stop(sup)
+    # At most ~100 in the second (10 ms apart); generous for a slow machine, far from
+    # the thousands without the floor.
+    assert 1 <= StopsAtOnce.started <= 150

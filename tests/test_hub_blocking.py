@@ -350,3 +350,31 @@ def test_the_dashboard_names_the_blocking_actor() -> None:
                 break
             assert time.monotonic() < deadline, recent
             gevent.sleep(0.05)
+
+
+def test_the_warning_reports_how_long_the_hub_was_blocked(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # A small threshold: gevent notices after about one period, long before the block
+    # ends. The warning used to report that moment ("0.010 s") for a 300 ms block.
+    caplog.set_level(logging.WARNING, logger="gactors.hub")
+    system = make_system("blocking-duration", 0.01)
+    try:
+        blocked = Collector()
+        system.event_stream.subscribe(blocked, HubBlocked)
+        blocker = system.actor_of(Props(Blocker), "blocker")
+        blocker.ask(("block", 0.3), timeout=10)
+        assert blocked.enough.wait(timeout=10)
+        assert 0.25 <= blocked.events[0].seconds <= 5.0
+        deadline = time.monotonic() + 5
+        records: list[logging.LogRecord] = []
+        while not records and time.monotonic() < deadline:
+            records = [r for r in caplog.records if str(blocker.path) in r.getMessage()]
+            gevent.sleep(0.02)
+        assert len(records) == 1
+        message = records[0].getMessage()
+        seconds = float(message.split("the gevent hub for ")[1].split(" s")[0])
+        assert 0.25 <= seconds <= 5.0, message
+    finally:
+        system.terminate()
+        assert system.await_termination(10)

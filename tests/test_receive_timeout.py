@@ -152,13 +152,14 @@ def test_timedelta_and_validation(actor_system: ActorSystem, probe: TestProbe) -
             for bad in (0, -1, "1", True):
                 try:
                     self.context.set_receive_timeout(bad)  # type: ignore[arg-type]
-                except ValueError:
-                    errors.append(repr(bad))
+                except (ValueError, TypeError) as e:
+                    # A bad value is a ValueError, a non-duration a TypeError.
+                    errors.append(f"{type(e).__name__} {bad!r}")
             probe.ref.tell(("validated", self.context.receive_timeout))
 
     actor_system.actor_of(Props(Validating))
     assert probe.fish_for_message(lambda m: m[0] == "validated") == ("validated", None)
-    assert errors == ["0", "-1", "'1'", "True"]
+    assert errors == ["ValueError 0", "ValueError -1", "TypeError '1'", "TypeError True"]
 
 
 def test_stopped_actor_gets_no_more_timeouts(actor_system: ActorSystem, probe: TestProbe) -> None:
@@ -168,3 +169,35 @@ def test_stopped_actor_gets_no_more_timeouts(actor_system: ActorSystem, probe: T
     actor_system.stop(a)
     probe.fish_for_message(lambda m: not (isinstance(m, tuple) and m[0] == "timeout"))
     probe.expect_no_message(0.2)
+
+
+class BlocksTheHub(Actor):
+    """Receive timeout 1 s; ``("block", s)`` holds the hub with unpatched code."""
+
+    def __init__(self, target: Any) -> None:
+        self.target = target
+        self.context.set_receive_timeout(1.0)
+
+    def receive(self, message: Any) -> None:
+        if message is ReceiveTimeout:
+            self.target.tell(("timeout", time.monotonic()))
+        elif isinstance(message, tuple) and message[0] == "block":
+            # Resumed by a timer (not from gevent's callback queue, which refreshes the
+            # clock for timers started meanwhile), then hold the hub: the actor's batch
+            # ends with the loop's clock lagging by the whole block.
+            gevent.sleep(0.01)
+            real_sleep = gevent.monkey.get_original("time", "sleep")
+            real_sleep(message[1])
+            self.target.tell(("unblocked", time.monotonic()))
+
+
+def test_receive_timeout_counts_from_the_message_after_the_hub_was_blocked(
+    actor_system: ActorSystem, probe: TestProbe
+) -> None:
+    a = actor_system.actor_of(Props(BlocksTheHub, probe.ref))
+    a.tell(("block", 1.2))
+    _, unblocked = probe.expect_msg_type(tuple, timeout=10)
+    _, fired = probe.expect_msg_type(tuple, timeout=10)
+    # The idle period starts after the message; before the fix the timer was armed from
+    # the loop's clock of before the block, and fired at once.
+    assert fired - unblocked >= 0.9

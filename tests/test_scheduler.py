@@ -235,8 +235,10 @@ def test_termination_cancels_everything_and_closes_the_scheduler() -> None:
 @pytest.mark.parametrize(
     ("args", "exc"),
     [
-        (("x", "ref", "m"), ValueError),  # delay not a number
-        ((True, "ref", "m"), ValueError),
+        (("x", "ref", "m"), TypeError),  # delay not a number (nor a timedelta)
+        ((True, "ref", "m"), TypeError),
+        ((float("inf"), "ref", "m"), ValueError),
+        ((10**400, "ref", "m"), ValueError),
         ((float("nan"), "ref", "m"), ValueError),
         ((0.1, "ref", None), InvalidMessageException),
         ((0.1, "ref"), InvalidMessageException),

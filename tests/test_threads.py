@@ -24,6 +24,7 @@ from gactors import (
     ActorSystem,
     AskTimeoutError,
     DeadLetter,
+    IllegalStateError,
     Props,
     Status,
 )
@@ -399,3 +400,118 @@ def test_threads_in_a_fresh_interpreter(mode: str, tmp_path: Any) -> None:
     )
     assert proc.returncode == 0, proc.stderr
     assert "RESULT True True 8000 []" in proc.stdout, (proc.stdout, proc.stderr)
+
+
+def test_ask_from_a_thread_is_timed_in_that_thread_while_the_hub_is_blocked(
+    system: ActorSystem,
+) -> None:
+    echo = system.actor_of(Props(Echo), "echo")
+    assert echo.ask("warm-up", timeout=5) == "warm-up"
+    box: list[Any] = []
+
+    def asker() -> None:
+        started = time.monotonic()
+        try:
+            box.append(echo.ask("silent", timeout=1.0))
+        except BaseException as e:
+            box.append(e)
+        box.append(time.monotonic() - started)
+
+    thread = RealThread(asker)
+    thread.start()
+    real_sleep(3.0)  # the hub is held: its timers cannot fire meanwhile
+    thread.join(10)
+    assert not thread.is_alive()
+    error, waited = box
+    assert isinstance(error, AskTimeoutError)
+    # Before the fix the thread waited for the hub's timer: the 3 s block plus 1 s.
+    assert 0.9 <= waited < 2.5
+
+
+def test_a_late_reply_to_a_thread_that_gave_up_goes_to_dead_letters(system: ActorSystem) -> None:
+    echo = system.actor_of(Props(Echo), "echo")
+    dead: list[Any] = []
+    system.event_stream.subscribe(dead.append, DeadLetter)
+    box: list[Any] = []
+
+    def asker() -> None:
+        try:
+            box.append(echo.ask(("slow", 0.5), timeout=0.2))
+        except BaseException as e:
+            box.append(e)
+
+    thread = RealThread(asker)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not any(d.message == ("slow-done", 0.5) for d in dead) and time.monotonic() < deadline:
+        gevent.sleep(0.05)
+    thread.join(10)
+    assert isinstance(box[0], AskTimeoutError)
+    assert any(d.message == ("slow-done", 0.5) for d in dead)
+
+
+def test_when_the_systems_thread_is_gone_foreign_calls_fail_at_once() -> None:
+    made = allocate_lock()
+    made.acquire()
+    box: list[Any] = []
+
+    def owner() -> None:
+        # A system left running by a thread that then ends.
+        s = ActorSystem("orphaned")
+        box.append((s, s.actor_of(Props(Echo), "echo")))
+        made.release()
+
+    start_new_thread(owner, ())
+    assert made.acquire(True, 10)
+    orphaned, echo = box[0]
+    real_sleep(0.2)  # let the owner thread finish exiting
+    results: list[Any] = []
+
+    def caller() -> None:
+        for call in (
+            lambda: echo.ask("x", timeout=5),
+            orphaned.tree,
+            lambda: orphaned.await_termination(5),
+        ):
+            started = time.monotonic()
+            try:
+                results.append(call())
+            except BaseException as e:
+                results.append(e)
+            results.append(time.monotonic() - started)
+
+    # In a thread of its own: before the fix the ask waited forever (and tree() 60 s).
+    thread = RealThread(caller)
+    thread.start()
+    thread.join(8)
+    assert not thread.is_alive(), "a call to a system whose thread is gone did not return"
+    errors, took = results[0::2], results[1::2]
+    for error in errors:
+        assert isinstance(error, IllegalStateError)
+        assert "thread of actor system 'orphaned'" in str(error)
+        assert "has exited" in str(error)
+    assert max(took) < 1, took
+
+
+class RaisesTimeoutError(Actor):
+    def receive(self, message: Any) -> None:
+        raise TimeoutError("the actor's own timeout (socket.timeout is one)")
+
+
+def test_an_actors_own_timeout_error_reaches_a_thread_asker_as_is(system: ActorSystem) -> None:
+    ref = system.actor_of(Props(RaisesTimeoutError), "raises")
+    box: list[Any] = []
+
+    def asker() -> None:
+        try:
+            ref.ask("x", timeout=5)
+        except BaseException as e:
+            box.append(e)
+
+    thread = RealThread(asker)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not box and time.monotonic() < deadline:
+        gevent.sleep(0.02)
+    thread.join(5)
+    assert type(box[0]) is TimeoutError and "the actor's own" in str(box[0])

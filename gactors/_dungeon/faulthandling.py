@@ -27,6 +27,8 @@ from gactors.exceptions import (
 if TYPE_CHECKING:
     from gactors._ref import ActorRef
 
+_OWN_TB: Any = object()
+
 FATAL = (KeyboardInterrupt, SystemExit, GreenletExit)
 """Never supervised: they stop the system and propagate where gevent would."""
 
@@ -207,10 +209,18 @@ class FaultHandling(CellState):
             self.drain_to_dead_letters()
 
     # -- failures --------------------------------------------------------------------------
-    def handle_invoke_failure(self, exc: BaseException, skip: tuple[ActorRef, ...] = ()) -> None:
-        """This actor failed: suspend it and its subtree, report to the parent."""
+    def handle_invoke_failure(
+        self, exc: BaseException, skip: tuple[ActorRef, ...] = (), tb: Any = _OWN_TB
+    ) -> None:
+        """This actor failed: suspend it and its subtree, report to the parent.
+
+        ``tb``: the traceback of the failure, when ``exc.__traceback__`` may no longer
+        be only this actor's (see ``ActorCell.user_failure``).
+        """
         if self.failed is not None:
             return  # already reported (or terminating): the parent decides once
+        if tb is _OWN_TB:
+            tb = exc.__traceback__
         try:
             self.suspend_non_recursive()
             cur = self.current_sys
@@ -223,7 +233,7 @@ class FaultHandling(CellState):
                 self.failed = self.ref
             self.suspend_children(except_for=skip)
             self.failure_seq += 1
-            self.parent._send_system(sm.Failed(self.ref, exc, self.uid, self.failure_seq))
+            self.parent._send_system(sm.Failed(self.ref, exc, self.uid, self.failure_seq, tb))
         except Exception as e:
             self.system._publish_log(
                 logging.ERROR,
@@ -266,10 +276,21 @@ class FaultHandling(CellState):
         if self.actor is not None:
             self.actor.sender = child
         strategy = self.strategy()
-        if not strategy.handle_failure(
-            self.context, child, f.cause, stats, self.live_child_stats()
-        ):
-            raise f.cause  # escalate: fail with the very same exception object
+        system = self.system
+        # The strategy logs the failure: with the child's traceback, as it was when the
+        # child failed (see Failed.tb).
+        outer = system._failure_tb
+        system._failure_tb = (f.cause, f.tb)
+        try:
+            handled = strategy.handle_failure(
+                self.context, child, f.cause, stats, self.live_child_stats()
+            )
+        finally:
+            system._failure_tb = outer
+        if not handled:
+            # Escalate: fail with the very same exception object (and the child's side
+            # of its traceback).
+            raise f.cause.with_traceback(f.tb)
 
     def handle_child_terminated(self, ref: ActorRef) -> None:
         status = self.remove_child_and_get_state_change(ref)

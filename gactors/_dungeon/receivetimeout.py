@@ -6,6 +6,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from gactors._dungeon._state import CellState
+from gactors._duration import seconds
 from gactors._messages import ReceiveTimeout as _RECEIVE_TIMEOUT
 
 
@@ -21,13 +22,7 @@ class ReceiveTimeout(CellState):
         return self.rt_seconds
 
     def set_receive_timeout(self, timeout: float | timedelta | None) -> None:
-        if isinstance(timeout, timedelta):
-            timeout = timeout.total_seconds()
-        if timeout is not None and (
-            isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0
-        ):
-            raise ValueError(f"receive timeout must be a positive number or None, not {timeout!r}")
-        self.rt_seconds = float(timeout) if timeout is not None else None
+        self.rt_seconds = None if timeout is None else seconds(timeout, "receive timeout")
         self.check_receive_timeout()
 
     def cancel_receive_timeout(self) -> None:
@@ -41,9 +36,13 @@ class ReceiveTimeout(CellState):
         if self.rt_seconds is None and self.rt_timer is None:
             return  # the common case: no receive timeout at all
         self.cancel_receive_timeout()
-        seconds = self.rt_seconds
-        if seconds is not None and not self.dead:
-            timer = self.rt_timer = self.system._hub.loop.timer(seconds)
+        period = self.rt_seconds
+        if period is not None and not self.dead:
+            loop = self.system._hub.loop
+            timer = self.rt_timer = loop.timer(period)
+            # The idle period starts now, not at the loop's last clock update (which
+            # lags behind after the hub was blocked: the timeout would come early).
+            loop.update_now()
             timer.start(self._fire_receive_timeout)
 
     def _fire_receive_timeout(self) -> None:

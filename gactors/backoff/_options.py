@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any, Literal
 
 from gactors import plugins
+from gactors._duration import seconds
 from gactors._path import validate_name
 from gactors._props import Props
 from gactors._supervision import SupervisorStrategy
@@ -30,18 +30,6 @@ class _NoReply:
 
 
 NO_REPLY: Any = _NoReply()
-
-
-def _seconds(name: str, value: Any, *, positive: bool = False) -> float:
-    if isinstance(value, timedelta):
-        value = value.total_seconds()
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"{name} must be a number of seconds or a timedelta, not {value!r}")
-    if math.isnan(value) or math.isinf(value):
-        raise ValueError(f"{name} must be a finite number of seconds, not {value!r}")
-    if value < 0 or (positive and value == 0):
-        raise ValueError(f"{name} must be {'> 0' if positive else '>= 0'} seconds, not {value!r}")
-    return float(value)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -98,8 +86,10 @@ class BackoffOpts:
         except InvalidActorNameException as e:
             raise ValueError(f"invalid child_name: {e}") from None
         set_ = object.__setattr__
-        set_(self, "min_backoff", _seconds("min_backoff", self.min_backoff))
-        set_(self, "max_backoff", _seconds("max_backoff", self.max_backoff))
+        # A min_backoff of 0 would restart a child that stops at once in a busy loop
+        # (tens of thousands of restarts a second at full CPU): not positive is refused.
+        set_(self, "min_backoff", seconds(self.min_backoff, "min_backoff"))
+        set_(self, "max_backoff", seconds(self.max_backoff, "max_backoff"))
         if self.min_backoff > self.max_backoff:
             raise ValueError(
                 f"min_backoff ({self.min_backoff} s) must not be greater than max_backoff "
@@ -112,11 +102,11 @@ class BackoffOpts:
             raise ValueError(f"random_factor must be in [0, 1], not {rf!r}")
         set_(self, "random_factor", float(rf))
         if self.auto_reset is not None:
-            set_(self, "auto_reset", _seconds("auto reset", self.auto_reset, positive=True))
+            set_(self, "auto_reset", seconds(self.auto_reset, "auto reset"))
             if self.manual_reset:
                 raise ValueError("auto_reset and manual_reset exclude each other")
         elif not self.manual_reset:
-            set_(self, "auto_reset", self.min_backoff if self.min_backoff > 0 else None)
+            set_(self, "auto_reset", self.min_backoff)
         mr = self.max_retries
         if mr is not None and (isinstance(mr, bool) or not isinstance(mr, int) or mr < -1):
             raise ValueError(f"max_retries must be None, -1 or an int >= 0, not {mr!r}")

@@ -46,6 +46,11 @@ _log = logging.getLogger("gactors.backoff")
 
 
 # -- the public messages -------------------------------------------------------------------------
+MIN_RESTART_DELAY = 0.01
+"""Seconds: no child is restarted sooner than this after it went, whatever the policy
+says (at most 100 restarts a second per supervisor)."""
+
+
 class _Reset(_Singleton):
     __slots__ = ()
     _name = "Reset"
@@ -212,8 +217,10 @@ class BackoffSupervisor(Actor):
             self.restart_count,
             delay,
         )
-        # Timers of this instance die with it (restart or stop of the supervisor).
-        self.timers.start_single_timer("start", _StartChild, float(delay))
+        # Timers of this instance die with it (restart or stop of the supervisor). The
+        # floor keeps a tiny positive min_backoff (or a policy returning 0) from
+        # restarting a child that stops at once thousands of times a second.
+        self.timers.start_single_timer("start", _StartChild, max(float(delay), MIN_RESTART_DELAY))
 
     def _max_retries(self) -> int | None:
         mr = self.options.max_retries

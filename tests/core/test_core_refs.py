@@ -23,6 +23,7 @@ from gactors import (
     Props,
     Status,
 )
+from gactors._threads import start_new_thread
 
 
 def test_tell_none_is_rejected(system: ActorSystem) -> None:
@@ -125,9 +126,13 @@ def test_ask_default_timeout_from_settings() -> None:
 
 def test_ask_timeout_validation(system: ActorSystem) -> None:
     ref = system.actor_of(Props(Echo))
-    for bad in (0, -1, "1", True):
+    for bad in (0, -1, float("nan"), float("inf")):
         with pytest.raises(ValueError, match="timeout"):
             ref.ask("x", timeout=bad)
+    for wrong in ("1", True):
+        # Not a duration at all: a TypeError, as everywhere a duration is taken.
+        with pytest.raises(TypeError, match="timeout"):
+            ref.ask("x", timeout=wrong)
 
 
 def test_ask_non_blocking_returns_future(system: ActorSystem) -> None:
@@ -313,3 +318,120 @@ def test_future_callbacks_and_timeout(system: ActorSystem) -> None:
         pending.get(0.01)
     assert not pending.done()
     assert "pending" in repr(pending)
+
+
+# -- timeouts after the hub was blocked (SPEC 4: a timeout counts from the call) ---------------
+real_sleep = gevent.monkey.get_original("time", "sleep")
+BLOCK = 1.2  # a real CPU block of the hub, longer than every timeout below
+
+
+class SlowReply(Actor):
+    """Answers after a cooperative 0.3 s; on ``"stop-slowly"`` stops, taking 0.3 s."""
+
+    def receive(self, message: Any) -> None:
+        if message == "stop-slowly":
+            self.context.stop(self.ref)
+            return
+        gevent.sleep(0.3)
+        self.sender.tell(("late-but-in-time", message))
+
+    def post_stop(self) -> None:
+        gevent.sleep(0.3)
+
+
+def _block_the_hub() -> None:
+    """Hold the hub with unpatched code: gevent's loop clock stops meanwhile."""
+    gevent.sleep(0.01)  # start from a fresh loop iteration
+    real_sleep(BLOCK)
+
+
+def test_ask_timeout_counts_from_the_call_after_the_hub_was_blocked(system: ActorSystem) -> None:
+    ref = system.actor_of(Props(SlowReply))
+    assert ref.ask("warm-up", timeout=5)
+    _block_the_hub()
+    started = time.monotonic()
+    # Before the fix: AskTimeoutError at once (the timer counted from before the block).
+    assert ref.ask("x", timeout=1.0) == ("late-but-in-time", "x")
+    assert 0.25 <= time.monotonic() - started < 1.0
+    # And a real timeout still comes after the full second, not earlier.
+    silent = system.actor_of(Props(Actor))
+    _block_the_hub()
+    started = time.monotonic()
+    with pytest.raises(AskTimeoutError):
+        silent.ask("x", timeout=1.0)
+    assert time.monotonic() - started >= 0.95
+
+
+class ReplyOnCue(Actor):
+    """Keeps the asker of ``"question"``; replies to it when told ``"cue"``."""
+
+    def __init__(self) -> None:
+        self.asker: Any = None
+
+    def receive(self, message: Any) -> None:
+        if message == "question":
+            self.asker = self.sender
+        elif message == "cue":
+            self.asker.tell("answer")
+
+
+def test_future_get_timeout_counts_from_the_call_after_the_hub_was_blocked(
+    system: ActorSystem,
+) -> None:
+    ref = system.actor_of(Props(ReplyOnCue))
+    fut = ref.ask("question", timeout=10, block=False)
+    _block_the_hub()
+
+    def cue_later() -> None:
+        # From another OS thread, so that nothing in the hub refreshes its clock first.
+        real_sleep(0.3)
+        ref.tell("cue")
+
+    start_new_thread(cue_later, ())
+    started = time.monotonic()
+    assert fut.get(1.0) == "answer"  # before the fix: TimeoutError at once
+    assert time.monotonic() - started < 1.0
+
+
+def test_pattern_timeouts_count_from_the_call_after_the_hub_was_blocked(
+    system: ActorSystem,
+) -> None:
+    ref = system.actor_of(Props(SlowReply))
+    _block_the_hub()
+    assert gactors.pattern.ask(ref, "x", 1.0).get(5) == ("late-but-in-time", "x")
+    _block_the_hub()
+    # post_stop takes 0.3 s: well within the 1 s, counted from now.
+    assert gactors.pattern.graceful_stop(ref, 1.0, "stop-slowly").get(5) is True
+
+
+def test_await_termination_counts_from_the_call_after_the_hub_was_blocked() -> None:
+    system = ActorSystem("await-after-block")
+    system.actor_of(Props(SlowReply))  # its post_stop takes 0.3 s
+    _block_the_hub()
+    system.terminate()
+    started = time.monotonic()
+    assert system.await_termination(1.0)  # before the fix: False at once
+    assert time.monotonic() - started < 1.0
+
+
+# -- ask(timeout=None) is the default timeout, never a wait without end (SPEC 4) ----------------
+def test_ask_timeout_none_means_the_default_ask_timeout() -> None:
+    with ActorSystem("ask-none", {"default_ask_timeout": 0.2}) as system:
+        silent = system.actor_of(Props(Actor))
+        started = time.monotonic()
+        # Before the fix this future never completed (get(3) raised TimeoutError).
+        fut = silent.ask("x", timeout=None, block=False)
+        with pytest.raises(AskTimeoutError):
+            fut.get(3)
+        with pytest.raises(AskTimeoutError):
+            gactors.pattern.ask(silent, "x", None).get(3)
+        with pytest.raises(AskTimeoutError):
+            # Future.get(None) of an ask is bounded by the ask's own timer.
+            silent.ask("y", timeout=None, block=False).get()
+        assert time.monotonic() - started < 2.5
+        # An actor stopped before it replies: the ask ends too.
+        stopping = system.actor_of(Props(Actor))
+        fut = stopping.ask("x", timeout=None, block=False)
+        system.stop(stopping)
+        with pytest.raises(AskTimeoutError):
+            fut.get(3)

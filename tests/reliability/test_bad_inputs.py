@@ -46,8 +46,16 @@ from gactors.testkit import TestProbe, event_filter
 WAIT = 5.0
 NAN = float("nan")
 
-BAD_TIMEOUTS = [0, -1, -0.5, NAN, "1", b"1", True, [1]]
-"""Refused wherever a positive number of seconds is required."""
+BAD_TIMEOUTS = [0, -1, -0.5, NAN, math.inf, 10**400, 1e300, timedelta(seconds=-1)]
+"""Durations refused (ValueError) wherever a positive number of seconds is required."""
+NOT_DURATIONS = ["1", b"1", True, [1], object()]
+"""Refused (TypeError) wherever a duration is required: not a number or a timedelta."""
+
+
+def short(value: Any) -> str:
+    """A test id that stays readable for 10**400."""
+    text = repr(value)
+    return text if len(text) <= 24 else f"{text[:12]}...({len(text)} chars)"
 
 
 class Collect:
@@ -225,13 +233,27 @@ def test_none_is_not_a_message(system: ActorSystem, echo: ActorRef) -> None:
         system.event_stream.publish(None)
 
 
-@pytest.mark.parametrize("timeout", BAD_TIMEOUTS, ids=repr)
+@pytest.mark.parametrize("timeout", BAD_TIMEOUTS, ids=short)
 def test_bad_ask_timeouts(echo: ActorRef, timeout: Any) -> None:
     with pytest.raises(ValueError, match="ask timeout"):
         echo.ask("x", timeout=timeout)
+    with pytest.raises(ValueError, match="ask timeout"):
+        pattern.ask(echo, "x", timeout)
 
 
-@pytest.mark.parametrize("timeout", [-1, NAN, "1", [1]], ids=repr)
+@pytest.mark.parametrize("timeout", NOT_DURATIONS, ids=short)
+def test_ask_timeouts_of_the_wrong_type(echo: ActorRef, timeout: Any) -> None:
+    with pytest.raises(TypeError, match="ask timeout must be a number of seconds or a timedelta"):
+        echo.ask("x", timeout=timeout)
+
+
+def test_a_huge_ask_timeout_is_a_clear_value_error(echo: ActorRef) -> None:
+    # It used to escape as OverflowError from deep inside gevent.
+    with pytest.raises(ValueError, match="ask timeout is too large: an int of 1329 bits"):
+        echo.ask("x", timeout=10**400)
+
+
+@pytest.mark.parametrize("timeout", [-1, NAN, math.inf, 10**400], ids=short)
 def test_bad_future_waits(echo: ActorRef, system: ActorSystem, timeout: Any) -> None:
     fut = echo.ask("x", timeout=WAIT, block=False)
     with pytest.raises(ValueError, match="timeout"):
@@ -241,10 +263,32 @@ def test_bad_future_waits(echo: ActorRef, system: ActorSystem, timeout: Any) -> 
     assert fut.get(WAIT) == "x"
 
 
-@pytest.mark.parametrize("timeout", BAD_TIMEOUTS, ids=repr)
+@pytest.mark.parametrize("timeout", ["1", [1], True], ids=repr)
+def test_future_waits_of_the_wrong_type(echo: ActorRef, system: ActorSystem, timeout: Any) -> None:
+    fut = echo.ask("x", timeout=WAIT, block=False)
+    with pytest.raises(TypeError, match="timeout"):
+        fut.get(timeout)
+    with pytest.raises(TypeError, match="timeout"):
+        system.await_termination(timeout)
+    assert fut.get(timedelta(seconds=WAIT)) == "x"
+
+
+@pytest.mark.parametrize("timeout", BAD_TIMEOUTS, ids=short)
 def test_bad_graceful_stop_timeouts(echo: ActorRef, timeout: Any) -> None:
-    with pytest.raises(ValueError, match="timeout"):
+    with pytest.raises(ValueError, match="graceful_stop timeout"):
         pattern.graceful_stop(echo, timeout)
+
+
+@pytest.mark.parametrize("timeout", NOT_DURATIONS, ids=short)
+def test_graceful_stop_timeouts_of_the_wrong_type(echo: ActorRef, timeout: Any) -> None:
+    with pytest.raises(TypeError, match="graceful_stop timeout"):
+        pattern.graceful_stop(echo, timeout)
+
+
+def test_durations_may_be_timedeltas(echo: ActorRef, system: ActorSystem) -> None:
+    assert echo.ask("x", timeout=timedelta(seconds=WAIT)) == "x"
+    assert pattern.ask(echo, "y", timedelta(seconds=WAIT)).get(WAIT) == "y"
+    assert pattern.graceful_stop(echo, timedelta(seconds=WAIT)).get(WAIT) is True
 
 
 def test_pattern_functions_check_their_arguments(echo: ActorRef) -> None:
@@ -374,6 +418,8 @@ class Misuser(Actor):
             "become non-callable": lambda: ctx.become("nope"),  # type: ignore[arg-type]
             "negative receive timeout": lambda: ctx.set_receive_timeout(-1),
             "nan receive timeout": lambda: ctx.set_receive_timeout(NAN),
+            "str receive timeout": lambda: ctx.set_receive_timeout("1"),  # type: ignore[arg-type]
+            "huge receive timeout": lambda: ctx.set_receive_timeout(10**400),
             "stop non-ref": lambda: ctx.stop("x"),  # type: ignore[arg-type]
             "bad child name": lambda: ctx.actor_of(Props(Echo), "a/b"),
             "child non-props": lambda: ctx.actor_of(Echo),  # type: ignore[arg-type]
@@ -400,6 +446,8 @@ class Misuser(Actor):
         ("become non-callable", "TypeError"),
         ("negative receive timeout", "ValueError"),
         ("nan receive timeout", "ValueError"),
+        ("str receive timeout", "TypeError"),
+        ("huge receive timeout", "ValueError"),
         ("stop non-ref", "TypeError"),
         ("bad child name", "InvalidActorNameException"),
         ("child non-props", "TypeError"),
@@ -441,9 +489,12 @@ def test_invalid_strategy_arguments(cls: Any) -> None:
 
 def test_invalid_scheduler_arguments(system: ActorSystem, echo: ActorRef) -> None:
     sched = system.scheduler
-    for delay in (NAN, math.inf, "1", None):
-        with pytest.raises(ValueError):
-            sched.schedule_once(delay, echo, "x")  # type: ignore[arg-type]
+    for delay in (NAN, math.inf, 10**400):
+        with pytest.raises(ValueError, match="delay"):
+            sched.schedule_once(delay, echo, "x")
+    for not_a_delay in ("1", None, True):
+        with pytest.raises(TypeError, match="delay must be a number of seconds or a timedelta"):
+            sched.schedule_once(not_a_delay, echo, "x")  # type: ignore[arg-type]
     for interval in (0, -1, NAN):
         with pytest.raises(ValueError):
             sched.schedule_at_fixed_rate(0.1, interval, echo, "x")
@@ -698,3 +749,35 @@ def test_stop_refuses_the_guardians(system: ActorSystem, echo: ActorRef) -> None
     system.stop(stopper)
     system.terminate()
     assert system.await_termination(10)
+
+
+# -- arguments Python would refuse -------------------------------------------------------------
+class NoInit(Actor):
+    def receive(self, message: Any) -> None:
+        self.sender.tell(message)
+
+
+def test_props_refuses_arguments_for_a_class_without_init() -> None:
+    # Actor defines __new__, so object.__init__ used to swallow the arguments silently.
+    with pytest.raises(TypeError, match=r"NoInit\(\) takes no arguments"):
+        Props(NoInit, "typo", retries=3)
+    with pytest.raises(TypeError, match="takes no arguments"):
+        Props(NoInit, retries=3)
+    assert Props(NoInit).args == ()  # without arguments it is fine
+
+
+def test_status_failure_needs_an_exception() -> None:
+    for bad in ("not an exception", None, 42, ValueError):
+        with pytest.raises(TypeError, match=r"Status\.Failure needs an exception instance"):
+            Status.Failure(bad)  # type: ignore[arg-type]
+    assert isinstance(Status.Failure(KeyError("k")).cause, KeyError)
+
+
+def test_a_factory_passing_arguments_to_a_class_without_init_fails_its_creation(
+    system: ActorSystem,
+) -> None:
+    probe = TestProbe(system)
+    with event_filter(system, ActorInitializationException, message="takes no arguments"):
+        ref = system.actor_of(Props(lambda: NoInit("typo")), "typo")  # type: ignore[call-arg]
+        probe.watch(ref)
+        probe.expect_terminated(ref)

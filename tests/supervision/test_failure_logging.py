@@ -10,9 +10,12 @@ Ported from the EventFilter expectations that run through Akka's supervision spe
 from __future__ import annotations
 
 import logging
+import time
+import traceback
 from collections.abc import Iterator
 from typing import Any
 
+import gevent
 import pytest
 
 from gactors import (
@@ -210,3 +213,34 @@ def test_records_reach_the_logging_module_with_the_actor_path(
     assert record.levelno == logging.ERROR and record.name.startswith("gactors")
     assert record.actor_path == str(child.path)  # type: ignore[attr-defined]
     assert record.exc_info is not None and isinstance(record.exc_info[1], Boom)
+
+
+class RaisesOnAsk(Actor):
+    def receive(self, message: Any) -> None:
+        raise ValueError(f"raised in the actor for {message!r}")
+
+
+def test_the_failure_log_shows_the_actors_traceback_not_the_askers(
+    actor_system: ActorSystem, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.ERROR, logger="gactors.supervision")
+    ref = actor_system.actor_of(Props(RaisesOnAsk), "raiser")
+
+    def the_askers_own_function() -> None:
+        ref.ask("question", timeout=5.0)
+
+    with pytest.raises(ValueError, match="raised in the actor") as raised:
+        the_askers_own_function()
+    # The asker got the very exception object, with its own frames on top.
+    asker_frames = [f.name for f in traceback.extract_tb(raised.value.__traceback__)]
+    assert "the_askers_own_function" in asker_frames
+
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and not [r for r in caplog.records if r.exc_info]:
+        gevent.sleep(0.02)
+    [record] = [r for r in caplog.records if r.exc_info and r.exc_info[1] is raised.value]
+    assert record.exc_info is not None
+    logged = [f.name for f in traceback.extract_tb(record.exc_info[2])]
+    # Before the fix the supervisor's record started in the asker's code.
+    assert "the_askers_own_function" not in logged
+    assert logged[-1] == "receive"
