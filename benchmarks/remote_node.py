@@ -21,9 +21,9 @@ import sys
 from typing import Any
 
 import gevent
-from gactors.cluster import Cluster
 
 from gactors import Actor, ActorSystem, Props
+from gactors.cluster import Cluster
 
 CLUSTER_ENV = "GACTORS_BENCH_CLUSTER"
 # How many messages the sink acknowledges at once (the sender's credit unit).

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import itertools
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
+from gactors._duration import seconds
 from gactors._messages import ActorIdentity, Identify
 from gactors._path import ActorPath
-from gactors._ref import _DEFAULT_TIMEOUT, IMPLICIT, ActorRef, EmptyLocalActorRef, _Implicit
+from gactors._ref import IMPLICIT, ActorRef, EmptyLocalActorRef, _Implicit
 from gactors.exceptions import ActorNotFound, AskTimeoutError
 
 if TYPE_CHECKING:
@@ -53,12 +55,12 @@ class ActorSelection:
         self._target().tell(message, sender)
 
     def ask(
-        self, message: Any, *, timeout: float | object | None = _DEFAULT_TIMEOUT, block: bool = True
+        self, message: Any, *, timeout: float | timedelta | None = None, block: bool = True
     ) -> Any:
         """Like :meth:`ActorRef.ask`, to the actor at the path."""
         return self._target().ask(message, timeout=timeout, block=block)
 
-    def resolve_one(self, timeout: float | None = None) -> ActorRef:
+    def resolve_one(self, timeout: float | timedelta | None = None) -> ActorRef:
         """The ref of the actor at the path; :class:`ActorNotFound` if there is none
         (or, for another node, if no answer came within ``timeout``; None: the
         system's ``default_ask_timeout``)."""
@@ -69,7 +71,11 @@ class ActorSelection:
             self._system._cluster_node, "node_id", None
         ):
             return target  # a local actor: resolved already
-        wait = self._system.settings.default_ask_timeout if timeout is None else timeout
+        wait = (
+            self._system.settings.default_ask_timeout
+            if timeout is None
+            else seconds(timeout, "resolve_one timeout")
+        )
         try:
             reply = target.ask(Identify(("resolve_one", next(_identify_ids))), timeout=wait)
         except AskTimeoutError:

@@ -49,7 +49,7 @@ class RemoteActorRef(ActorRef):
         snd: Any = current_sender_ref() if sender is IMPLICIT else sender
         self._node.send_user(self, message, snd)
 
-    def _ask_from_thread(self, promise: PromiseRef, message: Any, timeout: float | None) -> None:
+    def _ask_from_thread(self, promise: PromiseRef, message: Any, timeout: float) -> None:
         # From a foreign thread the tell runs in the hub: an error encoding the
         # message must still reach the asker, through its future.
         promise._start(timeout)
