@@ -56,8 +56,11 @@ class ClusterSettings:
 def _url(key: str, value: Any) -> str:
     if not isinstance(value, str):
         raise ConfigError(f"setting {key!r} must be a str, not {type(value).__name__}")
-    if not value.startswith(("redis://", "rediss://", "unix://")):
-        raise ConfigError(f"setting {key!r} must start with redis://, rediss:// or unix://")
+    # redis+sentinel:// names a Sentinel-managed master (see the operations docs).
+    if not value.startswith(("redis://", "rediss://", "unix://", "redis+sentinel://")):
+        raise ConfigError(
+            f"setting {key!r} must start with redis://, rediss://, unix:// or redis+sentinel://"
+        )
     return value
 
 

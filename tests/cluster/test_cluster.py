@@ -584,3 +584,10 @@ def test_tell_and_down_from_a_foreign_thread(two: tuple[World, NodeProc]) -> Non
     ]
     assert _in_thread(lambda: Cluster(system).down(node.address)) is True
     assert node.wait_for("terminated", 15) is not None
+
+
+def test_a_sentinel_url_is_accepted_by_the_settings() -> None:
+    from gactors.cluster._settings import load_cluster_settings
+
+    url = "redis+sentinel://127.0.0.1:26379/mymaster/0"
+    assert load_cluster_settings({"url": url}).url == url
