@@ -27,9 +27,10 @@ from typing import Any
 
 import gevent
 
+from gactors._props import Props
 from gactors.cluster._seam import BackendUnavailable, LeaseStore
 
-__all__ = ["LeaseKeeper"]
+__all__ = ["LeaseKeeper", "LeasedProps"]
 
 _log = logging.getLogger("gactors.cluster.lease")
 
@@ -173,9 +174,7 @@ class LeaseKeeper:
             self.store.release(self.name, self.owner, token)
             _log.debug("lease %r (token %d) released by %s", self.name, token, self.owner)
         except BackendUnavailable as e:
-            _log.warning(
-                "lease %r: cannot release (%s); it expires after its ttl", self.name, e
-            )
+            _log.warning("lease %r: cannot release (%s); it expires after its ttl", self.name, e)
 
     def _stop_renewer(self) -> None:
         g = self._renewer
@@ -188,3 +187,24 @@ class LeaseKeeper:
         self._closed = True
         self.token = None
         self._stop_renewer()
+
+
+class LeasedProps(Props):
+    """The props of an actor that runs under a lease: a sharded entity (``entity_id``
+    set) or a singleton instance (``entity_id`` None). ``ActorContext.entity_id`` and
+    ``ActorContext.fencing_token`` read these two attributes."""
+
+    __slots__ = ("entity_id", "fencing_token")
+
+    entity_id: str | None
+    fencing_token: int
+
+    @classmethod
+    def of(cls, props: Props, entity_id: str | None, fencing_token: int) -> LeasedProps:
+        """A copy of ``props`` carrying ``entity_id`` and ``fencing_token``."""
+        p = cls.__new__(cls)
+        p.factory, p.args, p.kwargs = props.factory, props.args, props.kwargs
+        p.dispatcher, p.mailbox_capacity = props.dispatcher, props.mailbox_capacity
+        p.entity_id = entity_id
+        p.fencing_token = fencing_token
+        return p
