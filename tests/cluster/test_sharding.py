@@ -131,7 +131,7 @@ def ask_who(client: NodeProc, entity: str, timeout: float = 20.0) -> list[Any]:
     last: Any = None
     while time.monotonic() < deadline:
         r = client.command(
-            cmd="shard-ask", type="cart", entity=entity, message=["who"], timeout=2.0
+            cmd="shard-ask", type="cart", entity=entity, message=["who"], ask_timeout=1.0
         )
         if r["ok"]:
             return r["reply"]  # type: ignore[no-any-return]
@@ -148,7 +148,7 @@ def test_entities_start_on_first_message_with_id_and_token_in_context(shards: Sh
     assert shards.records() == [], "no entity before its first message"
     ents = [f"user-{i}" for i in range(12)]
     replies = {e: ask_who(c, e) for e in ents}
-    for e, (node, pid, token, eid) in replies.items():
+    for e, (node, _pid, token, eid) in replies.items():
         assert eid == e
         assert isinstance(token, int) and token > 0
         assert node in (node_of(a), node_of(b))
