@@ -307,3 +307,23 @@ def test_a_paused_host_stops_its_entities_when_it_resumes_past_its_lease(shards:
     assert len(starts) == 2 and starts[1]["t"] >= stop[0]["t"]
     assert_no_overlap(shards.records())
     assert incarnations(shards.records())
+
+
+def test_buffers_are_bounded_overflow_is_dead_letters_then_delivered_in_order(
+    shards: Shards,
+) -> None:
+    from gactors.cluster._sharding import BUFFER_LIMIT
+
+    c = shards.client()  # no host yet: the region buffers per shard
+    n = BUFFER_LIMIT + 3
+    msgs = [["b1", ["rec", i]] for i in range(n)]
+    assert c.command(cmd="shard-tell", type="cart", messages=msgs, timeout=60)["ok"]
+    dl = wait_until(
+        lambda: [d for d in c.command(cmd="dead-letters")["dead_letters"] if "rec" in d],
+        10,
+        "dead letters of the overflow",
+    )
+    assert dl == [f"('rec', {i})" for i in range(BUFFER_LIMIT, n)]
+    shards.host()
+    wait_until(lambda: len(shards.msgs("b1")) >= BUFFER_LIMIT, 60, "the buffered messages")
+    assert shards.msgs("b1") == list(range(BUFFER_LIMIT))
