@@ -30,6 +30,10 @@ def test_lease_ttl_setting_default_and_validation() -> None:
     with pytest.raises(ConfigError, match=r"cluster\.lease_ttl.*heartbeat_interval"):
         load_cluster_settings({"url": "redis://x", "heartbeat_interval": 1.0, "lease_ttl": 2.0})
     assert "lease_ttl=10.0" in repr(s)
+    slow = load_cluster_settings(
+        {"url": "redis://x", "heartbeat_interval": 4.0, "unreachable_after": 20, "down_after": 40}
+    )
+    assert slow.lease_ttl == 12.0, "the default follows a slow heartbeat"
 
 
 def _backend(url: str) -> RedisBackend:
