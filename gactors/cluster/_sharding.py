@@ -30,6 +30,23 @@ Shape (every name below is internal):
 A node that only sends calls ``start_proxy``: its region never hosts; it must not have
 the hosting ``role`` (with ``role=None`` every member hosts, so a sending-only node
 needs the hosts to have a role it lacks).
+
+Guarantees: at most once (a message in flight to a node that crashes is lost; a
+message that cannot be buffered or routed is a ``DeadLetter``); order per sender and
+entity, also while shards move; one incarnation of an entity at a time *as far as a
+lease can promise* (see :mod:`gactors.cluster._lease`: a paused process or a Redis
+failover can break it). That is why every entity sees ``self.context.fencing_token``,
+which only grows from one incarnation to the next: pass it to the store the entity
+writes to, so a stale incarnation's writes are refused there::
+
+    class Cart(Actor):
+        def receive(self, m):
+            # Only a writer with a token at least as new as the last one wins.
+            db.execute(
+                "UPDATE carts SET items = ?, token = ? WHERE user = ? AND token <= ?",
+                (dump(self.items), self.context.fencing_token,
+                 self.context.entity_id, self.context.fencing_token),
+            )
 """
 
 from __future__ import annotations
