@@ -77,6 +77,7 @@ from gactors.cluster._lease import LeasedProps, LeaseKeeper
 from gactors.cluster._seam import LeaseStore
 from gactors.cluster._serialization import register_message
 from gactors.cluster._singleton import poll_interval
+from gactors.exceptions import SerializationError
 
 if TYPE_CHECKING:
     from gactors._system import ActorSystem
@@ -114,6 +115,28 @@ class _RegionMsg(NamedTuple):
     host: bool = False
     # The node of the region that forwarded it.
     src: str = ""
+
+
+@register_message(tag="gactors.cluster.sharding.Batch")
+class _RegionBatch(NamedTuple):
+    # Messages one region forwards to another, gathered while its mailbox had more
+    # (one wire message, one decode and one mailbox hop per batch instead of per
+    # message). items: (shard, entity_id, message, sender, hops) in the order sent.
+    items: list[tuple[int, str, Any, Any, int]]
+    host: bool
+    src: str
+
+
+#: The most messages in one batch between regions (bounds the wire message and the
+#: latency of the first one).
+BATCH_LIMIT = 200
+
+
+class _Flush:
+    __slots__ = ()
+
+
+_FLUSH = _Flush()
 
 
 @register_message(tag="gactors.cluster.sharding.Drain")
@@ -459,6 +482,8 @@ class _Region(Actor):
         self._leaving: Event | None = None
         self._leave_not_before = 0.0
         self._seen: tuple[tuple[Any, str], ...] = ()
+        self._out: dict[str, list[tuple[int, str, Any, Any, int]]] = {}
+        self._flush_scheduled = False
 
     # -- lifecycle ---------------------------------------------------------------------------
     def pre_start(self) -> None:
@@ -471,6 +496,14 @@ class _Region(Actor):
     def post_stop(self) -> None:
         Cluster(self.context.system).unsubscribe(self.ref)
         system = self.context.system
+        try:
+            self._flush()
+        except Exception:
+            _log.exception("sharding region %r: cannot send its last batch", self._type)
+            for items in self._out.values():
+                for _s, _eid, msg, snd, _hops in items:
+                    system._dead_letter(msg, snd, self.ref)
+            self._out.clear()
         for w in self._waiting.values():
             for rm, snd in (*w.returned, *w.buffer):
                 system._dead_letter(rm.message, snd, self.ref)
@@ -487,6 +520,13 @@ class _Region(Actor):
                 self._bad(m, f"entity_id must be a str, not {type(eid).__name__}")
                 return
             self._route(zlib.crc32(eid.encode()) % self._n, eid, m.message, self.context.sender, 0)
+        elif t is _RegionBatch:
+            route, host, src = self._route, m.host, m.src
+            for s, eid, msg, snd, hops in m.items:
+                route(s, eid, msg, snd, hops, host, src)
+        elif t is _Flush:
+            self._flush_scheduled = False
+            self._flush()
         elif t is _RegionMsg:
             self._route(m.shard, m.entity_id, m.message, self.context.sender, m.hops, m.host, m.src)
         elif t is _Drain:
@@ -580,9 +620,44 @@ class _Region(Actor):
             self.context.system._dead_letter(msg, sender, self.ref)
             return
         self._last_dest[s] = owner
-        self._region_of(owner).tell(
-            _RegionMsg(s, eid, msg, hops + 1, self._leaving is not None, self._node_id), sender
-        )
+        # Gathered per node and sent as one batch once the mailbox got to the flush
+        # marker told to self now (everything already queued is batched with it), or
+        # when the batch is full. Anything else sent to that region (a drain marker)
+        # flushes first, so the batch keeps its place on the one ordered path.
+        out = self._out.get(owner)
+        if out is None:
+            out = self._out[owner] = []
+        out.append((s, eid, msg, sender, hops + 1))
+        if len(out) >= BATCH_LIMIT:
+            self._flush_to(owner)
+        elif not self._flush_scheduled:
+            self._flush_scheduled = True
+            self.ref.tell(_FLUSH, None)
+
+    def _flush(self) -> None:
+        for node in list(self._out):
+            self._flush_to(node)
+
+    def _flush_to(self, node: str) -> None:
+        items = self._out.pop(node, None)
+        if not items:
+            return
+        ref = self._region_of(node)
+        host = self._leaving is not None
+        try:
+            ref.tell(_RegionBatch(items, host, self._node_id), self.ref)
+        except SerializationError:
+            # One of them cannot travel (or the batch is too big): send one by one so
+            # only the unusable ones become dead letters.
+            for s, eid, msg, snd, hops in items:
+                try:
+                    one = _RegionBatch([(s, eid, msg, snd, hops)], host, self._node_id)
+                    ref.tell(one, self.ref)
+                except SerializationError as e:
+                    _log.warning(
+                        "sharding region %r: dead letter for entity %r: %s", self._type, eid, e
+                    )
+                    self.context.system._dead_letter(msg, snd, self.ref)
 
     def _region_of(self, node: str) -> ActorRef:
         ref = self._regions.get(node)
@@ -678,6 +753,7 @@ class _Region(Actor):
                     shard.tell(_HandOff(), self.ref)
             elif last in self._members:
                 w.remote = last
+                self._flush_to(last)  # the marker goes after everything sent before it
                 self._region_of(last).tell(_Drain(s, self.ref), self.ref)
         self._resolve(s, w)
 
@@ -726,6 +802,7 @@ class _Region(Actor):
         self._check_left()
 
     def _leave(self, done: Event) -> None:
+        self._flush()  # what was gathered before the leave goes without the host flag
         self._leaving = done
         # The others stop sending here once their view shows this node leaving (a
         # heartbeat or two); until then this region forwards what still arrives.
@@ -741,6 +818,7 @@ class _Region(Actor):
             and not self._shards
             and not any(w.local for w in self._waiting.values())
         ):
+            self._flush()
             wait = self._leave_not_before - monotonic()
             if wait > 0:
                 gevent.spawn_later(wait, done.set)
