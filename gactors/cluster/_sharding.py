@@ -162,6 +162,14 @@ class _Env:
         self.message = message
 
 
+class _Envs:
+    # The messages for one shard out of one batch from another region, in order.
+    __slots__ = ("items",)
+
+    def __init__(self, items: list[tuple[_Env, ActorRef | None]]) -> None:
+        self.items = items
+
+
 class _Acquired:
     __slots__ = ("token",)
 
@@ -297,13 +305,11 @@ class _Shard(Actor):
     def receive(self, m: Any) -> None:
         t = type(m)
         if t is _Env:
-            if self._token is None or self._handing_off:
-                if len(self._buffer) < BUFFER_LIMIT:
-                    self._buffer.append((m, self.context.sender))
-                else:
-                    self.context.system._dead_letter(m.message, self.context.sender, self.ref)
-                return
-            self._deliver(m.entity_id, m.message, self.context.sender)
+            self._env(m, self.context.sender)
+        elif t is _Envs:
+            env = self._env
+            for e, snd in m.items:
+                env(e, snd)
         elif t is _Acquired:
             self._acquirer = None
             if self._handing_off:
@@ -337,6 +343,15 @@ class _Shard(Actor):
                 self._finish()
         else:
             self.unhandled(m)
+
+    def _env(self, m: _Env, sender: ActorRef | None) -> None:
+        if self._token is None or self._handing_off:
+            if len(self._buffer) < BUFFER_LIMIT:
+                self._buffer.append((m, sender))
+            else:
+                self.context.system._dead_letter(m.message, sender, self.ref)
+            return
+        self._deliver(m.entity_id, m.message, sender)
 
     def _deliver(self, eid: str, message: Any, sender: ActorRef | None) -> None:
         ref = self._entities.get(eid)
@@ -484,6 +499,8 @@ class _Region(Actor):
         self._seen: tuple[tuple[Any, str], ...] = ()
         self._out: dict[str, list[tuple[int, str, Any, Any, int]]] = {}
         self._flush_scheduled = False
+        # While a batch is routed: shard -> (its ref, its messages from the batch).
+        self._collect: dict[int, tuple[ActorRef, list[tuple[_Env, ActorRef | None]]]] | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------
     def pre_start(self) -> None:
@@ -521,9 +538,20 @@ class _Region(Actor):
                 return
             self._route(zlib.crc32(eid.encode()) % self._n, eid, m.message, self.context.sender, 0)
         elif t is _RegionBatch:
+            # The batch's messages for local shards go to each shard as one message.
             route, host, src = self._route, m.host, m.src
-            for s, eid, msg, snd, hops in m.items:
-                route(s, eid, msg, snd, hops, host, src)
+            collect: dict[int, tuple[ActorRef, list[tuple[_Env, ActorRef | None]]]] = {}
+            self._collect = collect
+            try:
+                for s, eid, msg, snd, hops in m.items:
+                    route(s, eid, msg, snd, hops, host, src)
+            finally:
+                self._collect = None
+                for shard, items in collect.values():
+                    if len(items) == 1:
+                        shard.tell(items[0][0], items[0][1])
+                    else:
+                        shard.tell(_Envs(items), self.ref)
         elif t is _Flush:
             self._flush_scheduled = False
             self._flush()
@@ -606,7 +634,14 @@ class _Region(Actor):
             if shard is None:
                 shard = self._start_shard(s)
             self._last_dest[s] = owner
-            shard.tell(_Env(eid, msg), sender)
+            collect = self._collect
+            if collect is None:
+                shard.tell(_Env(eid, msg), sender)
+            else:
+                c = collect.get(s)
+                if c is None:
+                    c = collect[s] = (shard, [])
+                c[1].append((_Env(eid, msg), sender))
             return
         if hops >= 3:
             # Views disagree for longer than a few hops: do not ping-pong forever.
