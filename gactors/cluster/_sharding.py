@@ -121,15 +121,54 @@ class _RegionMsg(NamedTuple):
 class _RegionBatch(NamedTuple):
     # Messages one region forwards to another, gathered while its mailbox had more
     # (one wire message, one decode and one mailbox hop per batch instead of per
-    # message). items: (shard, entity_id, message, sender, hops) in the order sent.
-    items: list[tuple[int, str, Any, Any, int]]
+    # message). flat: shard, entity_id, message, sender index (-1: no sender), hops,
+    # then the next message..., in the order sent; each sender travels once per batch
+    # in senders (a flat list of plain values costs the codec least per message).
+    flat: list[Any]
+    senders: list[ActorRef]
     host: bool
     src: str
+
+
+class _Out:
+    # A batch being gathered for one node (the wire form of _RegionBatch).
+    __slots__ = ("flat", "index", "last", "last_i", "senders")
+
+    def __init__(self) -> None:
+        self.flat: list[Any] = []
+        self.senders: list[ActorRef] = []
+        self.index: dict[ActorRef, int] = {}
+        self.last: ActorRef | None = None
+        self.last_i = -1
+
+    def add(self, s: int, eid: str, msg: Any, snd: ActorRef | None, hops: int) -> int:
+        if snd is None:
+            i = -1
+        elif snd is self.last:
+            i = self.last_i
+        else:
+            got = self.index.get(snd)
+            if got is None:
+                got = self.index[snd] = len(self.senders)
+                self.senders.append(snd)
+            i = self.last_i = got
+            self.last = snd
+        flat = self.flat
+        flat += (s, eid, msg, i, hops)
+        return len(flat)
+
+    def messages(self) -> list[tuple[int, str, Any, ActorRef | None, int]]:
+        f, snd = self.flat, self.senders
+        return [
+            (f[k], f[k + 1], f[k + 2], snd[f[k + 3]] if f[k + 3] >= 0 else None, f[k + 4])
+            for k in range(0, len(f), 5)
+        ]
 
 
 #: The most messages in one batch between regions (bounds the wire message and the
 #: latency of the first one).
 BATCH_LIMIT = 200
+_FLAT_LIMIT = 5 * BATCH_LIMIT
 
 
 class _Flush:
@@ -497,7 +536,7 @@ class _Region(Actor):
         self._leaving: Event | None = None
         self._leave_not_before = 0.0
         self._seen: tuple[tuple[Any, str], ...] = ()
-        self._out: dict[str, list[tuple[int, str, Any, Any, int]]] = {}
+        self._out: dict[str, _Out] = {}
         self._flush_scheduled = False
         # While a batch is routed: shard -> (its ref, its messages from the batch).
         self._collect: dict[int, tuple[ActorRef, list[tuple[_Env, ActorRef | None]]]] | None = None
@@ -517,8 +556,8 @@ class _Region(Actor):
             self._flush()
         except Exception:
             _log.exception("sharding region %r: cannot send its last batch", self._type)
-            for items in self._out.values():
-                for _s, _eid, msg, snd, _hops in items:
+            for out in self._out.values():
+                for _s, _eid, msg, snd, _hops in out.messages():
                     system._dead_letter(msg, snd, self.ref)
             self._out.clear()
         for w in self._waiting.values():
@@ -543,8 +582,18 @@ class _Region(Actor):
             collect: dict[int, tuple[ActorRef, list[tuple[_Env, ActorRef | None]]]] = {}
             self._collect = collect
             try:
-                for s, eid, msg, snd, hops in m.items:
-                    route(s, eid, msg, snd, hops, host, src)
+                f, senders = m.flat, m.senders
+                for k in range(0, len(f), 5):
+                    i = f[k + 3]
+                    route(
+                        f[k],
+                        f[k + 1],
+                        f[k + 2],
+                        senders[i] if i >= 0 else None,
+                        f[k + 4],
+                        host,
+                        src,
+                    )
             finally:
                 self._collect = None
                 for shard, items in collect.values():
@@ -661,9 +710,8 @@ class _Region(Actor):
         # flushes first, so the batch keeps its place on the one ordered path.
         out = self._out.get(owner)
         if out is None:
-            out = self._out[owner] = []
-        out.append((s, eid, msg, sender, hops + 1))
-        if len(out) >= BATCH_LIMIT:
+            out = self._out[owner] = _Out()
+        if out.add(s, eid, msg, sender, hops + 1) >= _FLAT_LIMIT:
             self._flush_to(owner)
         elif not self._flush_scheduled:
             self._flush_scheduled = True
@@ -674,19 +722,24 @@ class _Region(Actor):
             self._flush_to(node)
 
     def _flush_to(self, node: str) -> None:
-        items = self._out.pop(node, None)
-        if not items:
+        out = self._out.pop(node, None)
+        if out is None or not out.flat:
             return
         ref = self._region_of(node)
         host = self._leaving is not None
         try:
-            ref.tell(_RegionBatch(items, host, self._node_id), self.ref)
+            ref.tell(_RegionBatch(out.flat, out.senders, host, self._node_id), self.ref)
         except SerializationError:
             # One of them cannot travel (or the batch is too big): send one by one so
             # only the unusable ones become dead letters.
-            for s, eid, msg, snd, hops in items:
+            for s, eid, msg, snd, hops in out.messages():
                 try:
-                    one = _RegionBatch([(s, eid, msg, snd, hops)], host, self._node_id)
+                    one = _RegionBatch(
+                        [s, eid, msg, -1 if snd is None else 0, hops],
+                        [] if snd is None else [snd],
+                        host,
+                        self._node_id,
+                    )
                     ref.tell(one, self.ref)
                 except SerializationError as e:
                     _log.warning(
