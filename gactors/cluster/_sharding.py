@@ -9,7 +9,11 @@ Shape (every name below is internal):
   are not leaving; unreachable ones stay owners until they are downed. Every node
   computes the same answer from the same membership view, and a join or leave moves
   only the shards the joining/leaving node wins/loses. Messages for a shard of this
-  node go to the local *shard* actor, the others to the owner's region.
+  node go to the local *shard* actor, the others to the owner's region, in *batches*
+  per node: what the region's mailbox holds when it gets to its own flush marker (at
+  most ``BATCH_LIMIT``) travels as one wire message, each sender once; the receiving
+  region routes the batch in order and hands each local shard its part as one message.
+  A drain marker or a leave flushes first, so batches never overtake or trail them.
 * A *shard* actor ``/system/sharding-<type>/<n>`` runs the shard's entities (its
   children, created on their first message) only while it holds the lease
   ``shard:<type>:<n>`` (fencing token in ``self.context.fencing_token`` of each
