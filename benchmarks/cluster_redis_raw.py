@@ -8,6 +8,7 @@ one JSON object per figure:
 * ``heartbeat``: client round trips and server commands per membership heartbeat
   (the idle cost of a node), and its latency;
 * ``outbox_send``: entries/s of ``Outbox.send`` with pipelines of 100 entries;
+* ``redis_py_pipeline``: the same through redis-py's own pipeline (the baseline);
 * ``echo``: round trip of an entry to a second process and back
   (``XADD`` -> ``XREAD`` -> ``XADD`` -> ``XREAD``), p50/p99 over many trips.
 
@@ -32,7 +33,7 @@ from typing import Any
 
 import redis
 
-from gactors.cluster._redis import RedisBackend
+from gactors.cluster._redis import _GET_CONNECTION_ARGS, RedisBackend
 from gactors.testkit._redis_server import RedisServer
 
 
@@ -48,7 +49,7 @@ def bench_heartbeat(url: str, beats: int) -> dict[str, Any]:
     store.heartbeat("n0", 5000, 10000)  # connect first
     writes = [0]
     pool = store._conn.client().connection_pool
-    conn = pool.get_connection()
+    conn = pool.get_connection(*_GET_CONNECTION_ARGS)
     pool.release(conn)
     original = conn.send_packed_command
 
@@ -92,6 +93,32 @@ def bench_send(url: str, entries: int, batch_bytes: int) -> dict[str, Any]:
     backend.close()
     return {
         "figure": "outbox_send",
+        "pipeline": 100,
+        "entry_bytes": batch_bytes,
+        "entries_per_s": round(entries / elapsed),
+    }
+
+
+def bench_redis_py_pipeline(url: str, entries: int, batch_bytes: int) -> dict[str, Any]:
+    """The same XADDs through redis-py's own pipeline, for comparison."""
+    client = redis.Redis.from_url(url)
+    prefix = f"bench{uuid.uuid4().hex[:6]}:inbox:"
+    payload = b"x" * batch_bytes
+
+    def one() -> None:
+        pipe = client.pipeline(transaction=False)
+        for i in range(100):
+            pipe.xadd(f"{prefix}n{i % 4}", {"d": payload}, maxlen=100_000, approximate=True)
+        pipe.execute()
+
+    one()
+    start = time.perf_counter()
+    for _ in range(entries // 100):
+        one()
+    elapsed = time.perf_counter() - start
+    client.close()
+    return {
+        "figure": "redis_py_pipeline",
         "pipeline": 100,
         "entry_bytes": batch_bytes,
         "entries_per_s": round(entries / elapsed),
@@ -163,6 +190,7 @@ def main() -> int:
         for result in (
             bench_heartbeat(url, args.beats),
             bench_send(url, args.entries, args.entry_bytes),
+            bench_redis_py_pipeline(url, args.entries, args.entry_bytes),
             bench_echo(url, args.trips),
         ):
             sys.stdout.write(json.dumps(result) + "\n")

