@@ -34,12 +34,12 @@ from __future__ import annotations
 import json
 import logging
 import os
-import sqlite3
 import time
 from pathlib import Path
 from typing import Any
 
 from flask import Flask, jsonify, request
+from orders import StaleWriter, allocate, open_orders_db
 
 from gactors import Actor, ActorRef, ActorSystem, AskTimeoutError, Props, Status
 from gactors.cluster import Cluster, ClusterSharding, ClusterSingleton, RemoteError
@@ -121,38 +121,6 @@ class Cart(Actor):
 # -- the order-number allocator: a cluster singleton ---------------------------------------------
 
 
-class StaleAllocator(Exception):
-    """The database holds a newer fencing token than this allocator's: another allocator
-    took over, this one must not allocate any more."""
-
-
-def open_orders_db(path: Path) -> sqlite3.Connection:
-    """The counter table, created on first use (every worker may be the first)."""
-    db = sqlite3.connect(path, timeout=10.0, isolation_level=None)
-    db.execute("PRAGMA journal_mode=WAL")
-    db.execute(
-        "CREATE TABLE IF NOT EXISTS counter ("
-        " id INTEGER PRIMARY KEY CHECK (id = 1), last INTEGER NOT NULL, token INTEGER NOT NULL)"
-    )
-    db.execute("INSERT OR IGNORE INTO counter (id, last, token) VALUES (1, 0, 0)")
-    return db
-
-
-def allocate(db: sqlite3.Connection, token: int) -> int:
-    """The next order number, written with ``token``; :class:`StaleAllocator` if a
-    writer with a newer token got there first (nothing is written then)."""
-    # One statement: the fencing check and the increment are atomic in the database,
-    # whatever the allocators believe about their leases.
-    row = db.execute(
-        "UPDATE counter SET last = last + 1, token = ? WHERE id = 1 AND token <= ? RETURNING last",
-        (token, token),
-    ).fetchone()
-    if row is None:
-        (newest,) = db.execute("SELECT token FROM counter WHERE id = 1").fetchone()
-        raise StaleAllocator(f"fencing token {token} is older than {newest}")
-    return int(row[0])
-
-
 class Allocator(Actor):
     """Hands out increasing order numbers, one at a time, from the SQLite counter."""
 
@@ -174,7 +142,7 @@ class Allocator(Actor):
                     raise RuntimeError("the allocator runs without a fencing token")
                 try:
                     number = allocate(self.db, token)
-                except StaleAllocator as e:
+                except StaleWriter as e:
                     # Refuse: the allocator that owns the numbers now runs elsewhere.
                     log.warning("order-number allocator refused: %s", e)
                     self.sender.tell(Status.Failure(RuntimeError(str(e))))
