@@ -179,6 +179,13 @@ class Lifecycle(Actor):
         self.sender.tell(("echo", m))
 
 
+def _extract(m: Any) -> tuple[str, Any]:
+    """A custom extract_entity_id: ``("to", entity_id, message)``."""
+    if isinstance(m, tuple) and len(m) == 3 and m[0] == "to":
+        return m[1], m[2]
+    raise ValueError(f"not for an entity: {m!r}")
+
+
 def _main() -> None:
     import logging
 
@@ -201,6 +208,9 @@ def _main() -> None:
     from gevent.fileobject import FileObject
 
     proxies: dict[str, Any] = {}
+    regions: dict[str, Any] = {}
+    streamer: list[Any] = []
+    streamed = [0]
     dead: list[Any] = []
     from gactors import DeadLetter
 
@@ -275,6 +285,76 @@ def _main() -> None:
                     tuple(cmd["message"]), timeout=float(cmd.get("timeout", 5.0))
                 )
                 emit({"ok": True, "reply": list(reply) if isinstance(reply, tuple) else reply})
+            elif c == "shard-start":
+                from gactors.cluster import ClusterSharding
+
+                passivate = cmd.get("passivate", 120.0)
+                regions[cmd["type"]] = ClusterSharding(system).start(
+                    cmd["type"],
+                    Props(Lifecycle, cmd["log"]),
+                    extract_entity_id=_extract if cmd.get("extract") else None,
+                    number_of_shards=int(cmd.get("shards", 100)),
+                    role=cmd.get("role"),
+                    passivate_idle_after=passivate,
+                    stop_message=cmd.get("stop_message", "stop-please"),
+                )
+                emit({"ok": True})
+            elif c == "shard-proxy":
+                from gactors.cluster import ClusterSharding
+
+                regions[cmd["type"]] = ClusterSharding(system).start_proxy(
+                    cmd["type"],
+                    extract_entity_id=_extract if cmd.get("extract") else None,
+                    number_of_shards=int(cmd.get("shards", 100)),
+                    role=cmd.get("role"),
+                )
+                emit({"ok": True})
+            elif c == "shard-tell":
+                # messages: [[entity, message], ...] in this order, from one sender.
+                from gactors.cluster import ClusterSharding
+
+                sharding = ClusterSharding(system)
+                for eid, x in cmd["messages"]:
+                    x = tuple(x) if isinstance(x, list) else x
+                    if cmd.get("extract"):
+                        regions[cmd["type"]].tell(("to", eid, x), None)
+                    else:
+                        sharding.entity_ref(cmd["type"], eid).tell(x)
+                emit({"ok": True})
+            elif c == "shard-ask":
+                from gactors.cluster import ClusterSharding
+
+                reply = (
+                    ClusterSharding(system)
+                    .entity_ref(cmd["type"], cmd["entity"])
+                    .ask(tuple(cmd["message"]), timeout=float(cmd.get("timeout", 5.0)))
+                )
+                emit({"ok": True, "reply": list(reply) if isinstance(reply, tuple) else reply})
+            elif c == "shard-stream":
+                # A sender that keeps telling ("rec", i) to each entity, round robin,
+                # every `interval` s, in a greenlet; "shard-stream-stop" ends it.
+                from gactors.cluster import ClusterSharding
+
+                def stream(t: str, ents: list[str], interval: float) -> None:
+                    sharding = ClusterSharding(system)
+                    refs = [sharding.entity_ref(t, e) for e in ents]
+                    i = 0
+                    while True:
+                        for r in refs:
+                            r.tell(("rec", i))
+                        i += 1
+                        streamed[0] = i
+                        gevent.sleep(interval)
+
+                streamer.append(
+                    gevent.spawn(stream, cmd["type"], cmd["entities"], float(cmd["interval"]))
+                )
+                emit({"ok": True})
+            elif c == "shard-stream-stop":
+                for g in streamer:
+                    g.kill()
+                streamer.clear()
+                emit({"ok": True, "sent": streamed[0]})
             elif c == "dead-letters":
                 emit({"ok": True, "dead_letters": [repr(d.message) for d in dead]})
             elif c == "leave":
