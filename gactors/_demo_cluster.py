@@ -29,6 +29,7 @@ from __future__ import annotations
 import importlib.util
 import logging
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -342,9 +343,11 @@ def run(fast: bool = False) -> int:
     # Dead letters and unreachable nodes are logged as warnings: the tour narrates them.
     gactors_logger.setLevel(logging.ERROR)
     tour = Tour(say, fast)
+    status = 1
     try:
         server.start()
-        return _tour(tour, server)
+        status = _tour(tour, server)
+        return status
     finally:
         tour.driving = False
         if tour.system is not None:
@@ -353,6 +356,10 @@ def run(fast: bool = False) -> int:
         tour.stop_nodes()
         server.close()
         gactors_logger.setLevel(level)
+        if status == 0:
+            shutil.rmtree(tour.tmp, ignore_errors=True)
+        else:
+            say(f"The node processes' logs are in {tour.tmp}")
 
 
 def _tour(tour: Tour, server: Any) -> int:
