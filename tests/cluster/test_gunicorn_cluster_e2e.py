@@ -204,18 +204,21 @@ class Outcome:
     attempts: int = 0
     ok: bool = False
     data: dict[str, Any] = field(default_factory=dict)
-    failures: list[tuple[float, int, str]] = field(default_factory=list)
+    failures: list[tuple[float, int, str]] = field(default_factory=list)  # (sent, status, why)
 
 
 def perform(port: int, method: str, path: str, user: str) -> Outcome:
     outcome = Outcome(method, path, user, time.monotonic())
     while True:
         outcome.attempts += 1
+        attempt = time.monotonic()
         ok, status, data = request(port, method, path)
         if ok:
             outcome.ok, outcome.data = True, data
             return outcome
-        outcome.failures.append((time.monotonic(), status, str(data.get("error"))[:200]))
+        # When the attempt was sent: an ask that timed out failed because of the moment it
+        # was sent, not the moment its timeout expired.
+        outcome.failures.append((attempt, status, str(data.get("error"))[:200]))
         if time.monotonic() - outcome.started > RETRY_FOR:
             return outcome
         time.sleep(0.25)  # retrying during a failover: give the cluster a moment
@@ -277,6 +280,9 @@ def parse_lifecycle(path: Path) -> tuple[list[Interval], list[dict[str, str]]]:
     for line in path.read_text().splitlines():
         event, *pairs = line.split()
         f = dict(p.split("=", 1) for p in pairs)
+        if event == "alloc":
+            allocations.append(f)
+            continue
         key = (f["kind"], f["id"], int(f["pid"]))
         if event == "start":
             assert key not in open_, f"started twice without a stop: {line}"
@@ -290,8 +296,6 @@ def parse_lifecycle(path: Path) -> tuple[list[Interval], list[dict[str, str]]]:
             interval = open_.pop(key)
             assert int(f["token"]) == interval.token, line
             interval.end = float(f["mono"])
-        elif event == "alloc":
-            allocations.append(f)
         else:
             raise AssertionError(f"unknown lifecycle line: {line}")
     return intervals, allocations
@@ -310,6 +314,7 @@ class Report:
     orders: int = 0
     max_order: int = 0
     max_token: int = 0
+    failure_kinds: dict[str, int] = field(default_factory=dict)
 
 
 def check_lifecycle(
@@ -380,6 +385,12 @@ def check_outcomes(outcomes: list[Outcome], window: tuple[float, float], report:
     report.attempts += sum(o.attempts for o in outcomes)
     report.failed_attempts += sum(len(o.failures) for o in outcomes)
     report.failed_in_window += sum(1 for o in outcomes for t, _, _ in o.failures if lo <= t <= hi)
+    kinds = Counter(
+        re.sub(r"gactors://\S+|\d+(\.\d+)?", "#", why)[:80]
+        for o in outcomes
+        for _, _, why in o.failures
+    )
+    report.failure_kinds = dict(kinds)
     lost = [o for o in outcomes if not o.ok]
     assert not lost, f"{len(lost)} request(s) failed for {RETRY_FOR} s: {lost[:3]}"
     late = [o for o in outcomes if o.started > hi and o.failures]
