@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from gactors.exceptions import ConfigError
@@ -41,7 +41,8 @@ class ClusterSettings:
     """The prefix of every Redis key of the cluster (several deployments on one server)."""
     lease_ttl: float = 10.0
     """Seconds a singleton's or shard's lease lasts without renewal (renewed every third
-    of it). After a crash, the next node starts the singleton/shard once it expired."""
+    of it). After a crash, the next node starts the singleton/shard once it expired.
+    At least ``3 * heartbeat_interval`` (the default is raised to that)."""
 
     def __repr__(self) -> str:
         # The URL may hold a password: never shown.
@@ -145,6 +146,9 @@ def load_cluster_settings(table: Any) -> ClusterSettings:
             f"'cluster.down_after' must hold: {s.heartbeat_interval} < "
             f"{s.unreachable_after} < {s.down_after}"
         )
+    if "lease_ttl" not in values and s.lease_ttl < 3 * s.heartbeat_interval:
+        # The default follows a slow heartbeat instead of refusing it.
+        s = replace(s, lease_ttl=3 * s.heartbeat_interval)
     if s.lease_ttl < 3 * s.heartbeat_interval or s.lease_ttl < 0.3:
         # Renewals every lease_ttl/3 must fit several round trips, and the lease must
         # outlive a heartbeat or two of a node that is merely slow.

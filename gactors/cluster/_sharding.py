@@ -92,6 +92,9 @@ class _RegionMsg:
     entity_id: str
     message: Any
     hops: int = 0
+    # Sent by a leaving region to the owner in its view without itself: the receiver
+    # hosts it even if its own view does not show the leave yet (the lease decides).
+    host: bool = False
 
 
 @register_message(tag="gactors.cluster.sharding.Drain")
@@ -146,6 +149,13 @@ class _Released:
 
 class _PassivateTick:
     __slots__ = ()
+
+
+class _ViewTick:
+    __slots__ = ()
+
+
+_VIEW_TICK = _ViewTick()
 
 
 class _Leave:
@@ -428,10 +438,15 @@ class _Region(Actor):
         self._markers: dict[int, list[ActorRef]] = {}
         self._leaving: Event | None = None
         self._leave_not_before = 0.0
+        self._seen: tuple[tuple[Any, str], ...] = ()
 
     # -- lifecycle ---------------------------------------------------------------------------
     def pre_start(self) -> None:
         Cluster(self.context.system).subscribe(self.ref)
+        # A member turning "leaving" publishes no event: look at the view every
+        # heartbeat (in memory, no I/O) and recompute when it changed.
+        hb = self.context.system._cluster_node.settings.heartbeat_interval
+        self.timers.start_timer_with_fixed_delay("view", _VIEW_TICK, hb)
 
     def post_stop(self) -> None:
         Cluster(self.context.system).unsubscribe(self.ref)
@@ -453,7 +468,7 @@ class _Region(Actor):
                 return
             self._route(zlib.crc32(eid.encode()) % self._n, eid, m.message, self.context.sender, 0)
         elif t is _RegionMsg:
-            self._route(m.shard, m.entity_id, m.message, self.context.sender, m.hops)
+            self._route(m.shard, m.entity_id, m.message, self.context.sender, m.hops, m.host)
         elif t is _Drain:
             self._drain_request(m)
         elif t is _Drained:
@@ -472,6 +487,9 @@ class _Region(Actor):
             self._leave(m.done)
         elif isinstance(m, (CurrentClusterState, ClusterEvent)):
             self._membership()
+        elif t is _ViewTick:
+            if self._view_key(Cluster(self.context.system).members) != self._seen:
+                self._membership()
         else:
             extract = self._extract
             if extract is None:
@@ -495,19 +513,23 @@ class _Region(Actor):
         _log.warning("sharding region %r: dead letter %r: %s", self._type, m, why)
         self.context.system._dead_letter(m, self.context.sender, self.ref)
 
-    def _route(self, s: int, eid: str, msg: Any, sender: ActorRef | None, hops: int) -> None:
+    def _route(
+        self, s: int, eid: str, msg: Any, sender: ActorRef | None, hops: int, host: bool = False
+    ) -> None:
         w = self._waiting.get(s)
         if w is not None:
             if len(w.buffer) < BUFFER_LIMIT:
-                w.buffer.append((_RegionMsg(s, eid, msg, hops), sender))
+                w.buffer.append((_RegionMsg(s, eid, msg, hops, host), sender))
             else:
                 self.context.system._dead_letter(msg, sender, self.ref)
             return
         owner = self._owners[s]
+        if host and self._entity_props is not None and self._leaving is None:
+            owner = self._node_id
         if owner is None:
             # No node hosts this type (yet): hold it until one joins.
             w = self._waiting[s] = _Waiting()
-            w.buffer.append((_RegionMsg(s, eid, msg, hops), sender))
+            w.buffer.append((_RegionMsg(s, eid, msg, hops, host), sender))
             return
         if owner == self._node_id:
             shard = self._shards.get(s)
@@ -528,7 +550,9 @@ class _Region(Actor):
             self.context.system._dead_letter(msg, sender, self.ref)
             return
         self._last_dest[s] = owner
-        self._region_of(owner).tell(_RegionMsg(s, eid, msg, hops + 1), sender)
+        self._region_of(owner).tell(
+            _RegionMsg(s, eid, msg, hops + 1, self._leaving is not None), sender
+        )
 
     def _region_of(self, node: str) -> ActorRef:
         ref = self._regions.get(node)
@@ -562,8 +586,13 @@ class _Region(Actor):
         return ref
 
     # -- membership and rebalance ------------------------------------------------------------
+    @staticmethod
+    def _view_key(members: tuple[Any, ...]) -> tuple[tuple[Any, str], ...]:
+        return tuple((m.address.node, m.status) for m in members)
+
     def _membership(self) -> None:
         members = Cluster(self.context.system).members
+        self._seen = self._view_key(members)
         self._members = {m.address.node for m in members if m.address.node is not None}
         role = self._role
         hosts = sorted(
@@ -629,7 +658,7 @@ class _Region(Actor):
         buf = w.buffer
         while buf:
             rm, snd = buf.popleft()
-            self._route(rm.shard, rm.entity_id, rm.message, snd, rm.hops)
+            self._route(rm.shard, rm.entity_id, rm.message, snd, rm.hops, rm.host)
             if s in self._waiting:
                 # Moved again meanwhile: the rest waits behind what was routed.
                 self._waiting[s].buffer.extend(buf)
@@ -670,7 +699,7 @@ class _Region(Actor):
         # The others stop sending here once their view shows this node leaving (a
         # heartbeat or two); until then this region forwards what still arrives.
         hb = self.context.system._cluster_node.settings.heartbeat_interval
-        self._leave_not_before = monotonic() + 2 * hb + 0.1
+        self._leave_not_before = monotonic() + 4 * hb + 0.2
         _log.info("sharding region %r on %s: handing off its shards", self._type, self._node_id)
         self._membership()
 
@@ -681,7 +710,11 @@ class _Region(Actor):
             and not self._shards
             and not any(w.local for w in self._waiting.values())
         ):
-            done.set()
+            wait = self._leave_not_before - monotonic()
+            if wait > 0:
+                gevent.spawn_later(wait, done.set)
+            else:
+                done.set()
 
 
 def _own_roles(actor: Actor) -> tuple[str, ...]:

@@ -282,7 +282,7 @@ def _main() -> None:
                 emit({"ok": True})
             elif c == "singleton-ask":
                 reply = proxies[cmd["name"]].ask(
-                    tuple(cmd["message"]), timeout=float(cmd.get("timeout", 5.0))
+                    tuple(cmd["message"]), timeout=float(cmd.get("ask_timeout", 5.0))
                 )
                 emit({"ok": True, "reply": list(reply) if isinstance(reply, tuple) else reply})
             elif c == "shard-start":
@@ -327,7 +327,7 @@ def _main() -> None:
                 reply = (
                     ClusterSharding(system)
                     .entity_ref(cmd["type"], cmd["entity"])
-                    .ask(tuple(cmd["message"]), timeout=float(cmd.get("timeout", 5.0)))
+                    .ask(tuple(cmd["message"]), timeout=float(cmd.get("ask_timeout", 5.0)))
                 )
                 emit({"ok": True, "reply": list(reply) if isinstance(reply, tuple) else reply})
             elif c == "shard-stream":
