@@ -176,6 +176,7 @@ class ClusterNode:
         self._exported: weakref.WeakValueDictionary[int, PromiseRef] = weakref.WeakValueDictionary()
         self._remote_refs: dict[tuple[str, str, int], Any] = {}
         self._local_refs: dict[tuple[str, int], ActorRef] = {}
+        self._nodes_of: dict[str, str] = {}  # address text -> node id
         # -- remote DeathWatch --
         # node -> watched remote ref -> local watchers
         self._watching: dict[str, dict[ActorRef, set[ActorRef]]] = {}
@@ -604,6 +605,8 @@ class ClusterNode:
             raise
         except Exception as e:
             raise WireError(f"an unusable sender {snd!r}: {e}") from e
+        if path.startswith("/temp/"):
+            return ref  # an ask's promise: used once, not worth a cache entry
         if len(self._remote_refs) >= _CACHE_MAX:
             self._remote_refs.clear()
         self._remote_refs[snd] = ref
@@ -696,13 +699,21 @@ class ClusterNode:
         ref = self._remote_refs.get(key)
         if ref is not None and ref is not _QUARANTINED:
             return ref  # type: ignore[no-any-return]
-        try:
-            addr = Address.parse(address)
-        except ValueError as e:
-            raise WireError(str(e)) from None
-        if addr.system != self.system.name or addr.node is None:
-            raise WireError(f"a ref of another cluster: {address}")
-        return self.remote_ref(ActorPath(addr.system, _elements(path), None, addr.node), uid)
+        node = self._nodes_of.get(address)
+        if node is None:
+            try:
+                addr = Address.parse(address)
+            except ValueError as e:
+                raise WireError(str(e)) from None
+            if addr.system != self.system.name or addr.node is None:
+                raise WireError(f"a ref of another cluster: {address}")
+            node = addr.node
+            if len(self._nodes_of) >= 1000:
+                self._nodes_of.clear()
+            self._nodes_of[address] = node
+        return RemoteActorRef(
+            self, ActorPath(self.system.name, _elements(path), None, node), uid, path
+        )
 
     def remote_ref(self, path: ActorPath, uid: int) -> ActorRef:
         """A ref to ``path`` on another node (uid 0: whatever lives there)."""
@@ -711,6 +722,12 @@ class ClusterNode:
         return RemoteActorRef(self, path, uid, path.path_str)
 
     def _resolve_local(self, path: str, uid: int) -> ActorRef:
+        if path.startswith("/temp/$"):
+            # The reply to an ask of this node (the hot path of remote asks).
+            # The uid names the promise: exported under it by ref_to_wire.
+            promise = self._exported.get(uid)
+            if promise is not None:
+                return promise
         system = self.system
         elements = _elements(path)
         if len(elements) == 2 and elements[0] == "temp":
