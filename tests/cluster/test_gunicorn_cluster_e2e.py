@@ -397,6 +397,16 @@ def check_outcomes(outcomes: list[Outcome], window: tuple[float, float], report:
         for _, _, why in o.failures
     )
     report.failure_kinds = dict(kinds)
+    for o in outcomes:
+        for sent, status, why in o.failures:
+            log.info(
+                "failed attempt %+.2f s into the window: %s %s -> %s %s",
+                sent - lo,
+                o.method,
+                o.path,
+                status,
+                why,
+            )
     lost = [o for o in outcomes if not o.ok]
     assert not lost, f"{len(lost)} request(s) failed for {RETRY_FOR} s: {lost[:3]}"
     late = [o for o in outcomes if o.started > hi and o.failures]
@@ -411,12 +421,16 @@ def check_outcomes(outcomes: list[Outcome], window: tuple[float, float], report:
             assert isinstance(o.data["order"], int) and o.data["user"] == o.user, o
 
 
-def final_sweep(shop: Shop, outcomes: list[Outcome]) -> None:
-    """After everything settled, every user's cart answers at the first attempt."""
+def final_sweep(shop: Shop, outcomes: list[Outcome]) -> set[int]:
+    """After everything settled, every user's cart answers at the first attempt; returns
+    the pids of the workers the carts live in."""
+    pids = set()
     for u in range(USERS):
         ok, status, data = request(shop.port, "GET", f"/cart/user-{u}")
         assert ok and data["user"] == f"user-{u}", (status, data)
         outcomes.append(Outcome("GET", f"/cart/user-{u}", f"user-{u}", 0.0, 1, True, data))
+        pids.add(data["pid"])
+    return pids
 
 
 # -- the tests --------------------------------------------------------------------------------
@@ -451,14 +465,19 @@ def test_sigkill_one_worker_under_load(
         time.sleep(max(0.0, window_end - time.monotonic()) + 5.0)  # then load after the window
         outcomes = load.finish()
         check_outcomes(outcomes, (killed_at - IN_FLIGHT, window_end), report)
-        final_sweep(shop, outcomes)
+        homes = final_sweep(shop, outcomes)
         new = set(shop.started_workers()) - set(first)
         assert len(new) == 1, shop.log_text()
+        # The carts live on the survivors and the new worker (shards moved to it too).
+        assert homes <= (set(first) - {victim}) | new and homes & new, (homes, first, new)
         shop.stop()
         check_lifecycle(shop.lifecycle, {victim: killed_at}, outcomes, report)
         intervals, _ = parse_lifecycle(shop.lifecycle)
         moved = [r for r in intervals if r.kind == "allocator" and r.start > killed_at]
         assert moved and all(r.pid != victim for r in moved), "the allocator did not fail over"
+        victims_carts = {r.id for r in intervals if r.kind == "cart" and r.pid == victim}
+        restarted = {r.id for r in intervals if r.kind == "cart" and r.start > killed_at}
+        assert victims_carts and victims_carts <= restarted, "the killed worker's carts"
         log.info("SIGKILL of worker %d: %s", victim, report)
     finally:
         shop.kill()
@@ -487,11 +506,14 @@ def test_hup_reload_of_all_workers_under_load(
         time.sleep(max(0.0, window_end - time.monotonic()) + 5.0)
         outcomes = load.finish()
         check_outcomes(outcomes, (hup_at - IN_FLIGHT, window_end), report)
-        final_sweep(shop, outcomes)
+        homes = final_sweep(shop, outcomes)
+        # Every cart moved to the new workers; the old ones stopped theirs (stop lines,
+        # checked below: an old worker's cart never stopped would fail check_lifecycle).
+        assert homes and not homes & set(first), (homes, first)
         shop.stop()
         check_lifecycle(shop.lifecycle, {}, outcomes, report)
         intervals, _ = parse_lifecycle(shop.lifecycle)
-        assert {r.pid for r in intervals} - set(first), "nothing ran on the new workers"
+        assert {r.pid for r in intervals if r.kind == "allocator"} - set(first)
         log.info("HUP reload of workers %s: %s", first, report)
     finally:
         shop.kill()
