@@ -26,6 +26,7 @@ The counts are logged at INFO (``pytest -o log_cli=true --log-cli-level=INFO``).
 
 from __future__ import annotations
 
+import http.client
 import itertools
 import json
 import logging
@@ -195,7 +196,7 @@ def request(port: int, method: str, path: str) -> tuple[bool, int, dict[str, Any
     except urllib.error.HTTPError as e:
         body = e.read().decode(errors="replace")
         return False, e.code, {"error": body[:300]}
-    except (OSError, ValueError) as e:  # refused, reset, timed out, not JSON
+    except (OSError, ValueError, http.client.HTTPException) as e:  # reset, cut short, timeout
         return False, 0, {"error": f"{type(e).__name__}: {e}"}
 
 
@@ -240,11 +241,19 @@ class Load:
         self.stop = threading.Event()
         self.outcomes: list[Outcome] = []
         self.lock = threading.Lock()
+        self.errors: list[BaseException] = []
         self.threads = [threading.Thread(target=self.client, args=(n,)) for n in range(CLIENTS)]
         for t in self.threads:
             t.start()
 
     def client(self, n: int) -> None:
+        try:
+            self.requests(n)
+        except BaseException as e:  # a bug of the test: fail it in finish()
+            self.errors.append(e)
+            raise
+
+    def requests(self, n: int) -> None:
         users = [f"user-{u}" for u in range(n, USERS, CLIENTS)]
         i = 0
         while not self.stop.is_set():
@@ -262,6 +271,7 @@ class Load:
         for t in self.threads:
             t.join(RETRY_FOR + 2 * HTTP_TIMEOUT)
             assert not t.is_alive(), "a client did not finish"
+        assert not self.errors, f"a client failed: {self.errors!r}"
         return list(self.outcomes)
 
 
