@@ -229,7 +229,11 @@ class ActorSystem:
         if self.settings.cluster is not None:
             from gactors.cluster._node import ClusterNode
 
-            self._cluster_node = ClusterNode(self, self.settings.cluster)
+            try:
+                self._cluster_node = ClusterNode(self, self.settings.cluster)
+            except BaseException:
+                self._async.close()  # nothing of this system may keep the hub alive
+                raise
             self.address = Address(name, self._cluster_node.node_id)
         else:
             self.address = Address(name)

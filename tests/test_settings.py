@@ -21,6 +21,7 @@ DEFAULTS = {
     "debug_lifecycle": False,
     "blocking_threshold": None,
     "shutdown_timeout": 10.0,
+    "cluster": None,
 }
 
 

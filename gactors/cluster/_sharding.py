@@ -30,6 +30,23 @@ Shape (every name below is internal):
 A node that only sends calls ``start_proxy``: its region never hosts; it must not have
 the hosting ``role`` (with ``role=None`` every member hosts, so a sending-only node
 needs the hosts to have a role it lacks).
+
+Guarantees: at most once (a message in flight to a node that crashes is lost; a
+message that cannot be buffered or routed is a ``DeadLetter``); order per sender and
+entity, also while shards move; one incarnation of an entity at a time *as far as a
+lease can promise* (see :mod:`gactors.cluster._lease`: a paused process or a Redis
+failover can break it). That is why every entity sees ``self.context.fencing_token``,
+which only grows from one incarnation to the next: pass it to the store the entity
+writes to, so a stale incarnation's writes are refused there::
+
+    class Cart(Actor):
+        def receive(self, m):
+            # Only a writer with a token at least as new as the last one wins.
+            db.execute(
+                "UPDATE carts SET items = ?, token = ? WHERE user = ? AND token <= ?",
+                (dump(self.items), self.context.fencing_token,
+                 self.context.entity_id, self.context.fencing_token),
+            )
 """
 
 from __future__ import annotations
@@ -42,7 +59,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from time import monotonic
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 from urllib.parse import quote
 
 import gevent
@@ -85,9 +102,9 @@ class ShardingEnvelope:
 
 
 @register_message(tag="gactors.cluster.sharding.Msg")
-@dataclass(frozen=True, slots=True)
-class _RegionMsg:
-    # A message forwarded from one region to the owner's region.
+class _RegionMsg(NamedTuple):
+    # A message forwarded from one region to the owner's region (a NamedTuple: the
+    # cheapest registered shape to build and encode, once per message).
     shard: int
     entity_id: str
     message: Any
@@ -95,6 +112,8 @@ class _RegionMsg:
     # Sent by a leaving region to the owner in its view without itself: the receiver
     # hosts it even if its own view does not show the leave yet (the lease decides).
     host: bool = False
+    # The node of the region that forwarded it.
+    src: str = ""
 
 
 @register_message(tag="gactors.cluster.sharding.Drain")
@@ -394,10 +413,11 @@ class _Shard(Actor):
 # -- the region ----------------------------------------------------------------------------------
 class _Waiting:
     # A shard whose messages this region holds back while it moves.
-    __slots__ = ("buffer", "local", "remote")
+    __slots__ = ("buffer", "local", "remote", "returned")
 
     def __init__(self) -> None:
         self.buffer: deque[tuple[Any, ActorRef | None]] = deque()
+        self.returned: deque[tuple[Any, ActorRef | None]] = deque()
         self.local = False  # waiting for the local shard's hand-off
         self.remote: str | None = None  # waiting for this node's _Drained
 
@@ -452,8 +472,8 @@ class _Region(Actor):
         Cluster(self.context.system).unsubscribe(self.ref)
         system = self.context.system
         for w in self._waiting.values():
-            for msg, snd in w.buffer:
-                system._dead_letter(msg, snd, self.ref)
+            for rm, snd in (*w.returned, *w.buffer):
+                system._dead_letter(rm.message, snd, self.ref)
         self._waiting.clear()
         if self._leaving is not None:
             self._leaving.set()
@@ -468,7 +488,7 @@ class _Region(Actor):
                 return
             self._route(zlib.crc32(eid.encode()) % self._n, eid, m.message, self.context.sender, 0)
         elif t is _RegionMsg:
-            self._route(m.shard, m.entity_id, m.message, self.context.sender, m.hops, m.host)
+            self._route(m.shard, m.entity_id, m.message, self.context.sender, m.hops, m.host, m.src)
         elif t is _Drain:
             self._drain_request(m)
         elif t is _Drained:
@@ -514,12 +534,22 @@ class _Region(Actor):
         self.context.system._dead_letter(m, self.context.sender, self.ref)
 
     def _route(
-        self, s: int, eid: str, msg: Any, sender: ActorRef | None, hops: int, host: bool = False
+        self,
+        s: int,
+        eid: str,
+        msg: Any,
+        sender: ActorRef | None,
+        hops: int,
+        host: bool = False,
+        src: str = "",
     ) -> None:
         w = self._waiting.get(s)
         if w is not None:
-            if len(w.buffer) < BUFFER_LIMIT:
-                w.buffer.append((_RegionMsg(s, eid, msg, hops, host), sender))
+            if len(w.buffer) + len(w.returned) < BUFFER_LIMIT:
+                # What the node being drained sends back was sent before anything
+                # buffered here (it left its senders before the drain marker came back).
+                target = w.returned if src and src == w.remote else w.buffer
+                target.append((_RegionMsg(s, eid, msg, hops, host), sender))
             else:
                 self.context.system._dead_letter(msg, sender, self.ref)
             return
@@ -551,7 +581,7 @@ class _Region(Actor):
             return
         self._last_dest[s] = owner
         self._region_of(owner).tell(
-            _RegionMsg(s, eid, msg, hops + 1, self._leaving is not None), sender
+            _RegionMsg(s, eid, msg, hops + 1, self._leaving is not None, self._node_id), sender
         )
 
     def _region_of(self, node: str) -> ActorRef:
@@ -655,7 +685,8 @@ class _Region(Actor):
         if w.local or w.remote is not None or self._owners[s] is None:
             return
         del self._waiting[s]
-        buf = w.buffer
+        buf = w.returned
+        buf.extend(w.buffer)
         while buf:
             rm, snd = buf.popleft()
             self._route(rm.shard, rm.entity_id, rm.message, snd, rm.hops, rm.host)
