@@ -54,7 +54,7 @@ Say = Callable[[str], None]
 
 LABELS = ("node-A", "node-B", "node-C")
 ROLE = "counter-host"
-COUNTERS = tuple(f"c{i:02d}" for i in range(12))
+COUNTERS = tuple(f"c{i:02d}" for i in range(24))
 # Fast failure detection, so the failover fits the tour: a killed node is downed after
 # DOWN_AFTER seconds without a heartbeat; its leases expire LEASE_TTL after their last
 # renewal.
@@ -123,6 +123,11 @@ class Leader(Actor):
             )
         else:
             self.unhandled(message)
+
+
+def counters(n: int) -> str:
+    """``"1 counter"``, ``"3 counters"``."""
+    return f"{n} counter" if n == 1 else f"{n} counters"
 
 
 def _cluster_config(url: str, roles: list[str]) -> dict[str, Any]:
@@ -397,11 +402,10 @@ def _tour(tour: Tour, server: Any) -> int:
     say("== 3/4  KILL ==")
     victim = tour.leader["node"]
     on_victim = [cid for cid in COUNTERS if tour.views[cid].node == victim]
-    say(f"kill -9 {victim} (pid {tour.nodes[victim].proc.pid}): it runs the singleton and")
-    say(
-        f"{len(on_victim)} counters. Its leases expire within {TIMINGS['lease_ttl']} s, its node is"
-    )
-    say(f"downed after {TIMINGS['down_after']} s; then the survivors start what it ran. Live:")
+    pid = tour.nodes[victim].proc.pid
+    say(f"kill -9 {victim} (pid {pid}): it runs the singleton and {counters(len(on_victim))}.")
+    say(f"Its leases expire within {TIMINGS['lease_ttl']} s, its node is downed after")
+    say(f"{TIMINGS['down_after']} s; then the survivors start what it ran. Live:")
     tour.live = True
     killed_at = time.monotonic()
     tour.nodes[victim].proc.send_signal(signal.SIGKILL)
@@ -465,11 +469,11 @@ def _counts(tour: Tour, victim: str, on_victim: list[str], took: float) -> int:
     say("== What you just saw ==")
     say(f"* {len(COUNTERS)} counters were spread over three nodes by rendezvous hashing of their")
     say("  shards; each ran on exactly one node, the singleton on one node of the cluster.")
-    say(f"* {victim} was killed. {len(on_victim)} counters and the singleton started again on")
+    say(f"* {victim} was killed. {counters(len(on_victim))} and the singleton started again on")
     say(f"  survivors {took:.1f} s later, once its leases had expired, each under a larger")
     say("  fencing token (the number a database can use to refuse a stale writer).")
-    say(f"* No count was lost on the {len(stayed)} counters that stayed where they were.")
-    say(f"* The {len(moved)} counters that moved lost their in-memory state: {lost_total}")
+    say(f"* No count was lost on the {counters(len(stayed))} that stayed where they were.")
+    say(f"* The {counters(len(moved))} that moved lost their in-memory state: {lost_total}")
     say(f"  increments counted on {victim} before the kill (as they had acknowledged: keep")
     say("  what must survive a crash in a database). Every increment since was counted once;")
     say(f"  {retries} unacknowledged increments were sent again and not counted twice.")
