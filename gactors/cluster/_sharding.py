@@ -69,7 +69,7 @@ from greenlet import getcurrent
 from gactors._actor import Actor
 from gactors._messages import PoisonPill, Terminated
 from gactors._props import Props
-from gactors._ref import _DEFAULT_TIMEOUT, ActorRef
+from gactors._ref import _DEFAULT_TIMEOUT, IMPLICIT, ActorRef, _Implicit
 from gactors._threads import get_ident
 from gactors.cluster._cluster import Cluster
 from gactors.cluster._events import ClusterEvent, CurrentClusterState
@@ -765,8 +765,9 @@ class EntityRef:
         self.type_name = type_name
         self.entity_id = entity_id
 
-    def tell(self, message: Any, sender: ActorRef | None = None) -> None:
-        """Send ``message`` to the entity (at most once; in order per sender)."""
+    def tell(self, message: Any, sender: ActorRef | _Implicit | None = IMPLICIT) -> None:
+        """Send ``message`` to the entity (at most once; in order per sender). Like
+        ``ActorRef.tell``, the sender defaults to the calling actor (None outside one)."""
         self.region.tell(ShardingEnvelope(self.entity_id, message), sender)
 
     def ask(

@@ -57,8 +57,10 @@ _instances: weakref.WeakKeyDictionary[ActorSystem, ClusterSingleton] = weakref.W
 
 
 def poll_interval(lease_ttl: float) -> float:
-    """How often a waiting manager/proxy looks at a lease (bounded, never busy)."""
-    return min(1.0, max(0.05, lease_ttl / 10))
+    """How often a waiting manager/proxy/shard looks at a lease (bounded, never busy):
+    short, because after a hand-over the next holder should not idle; only what waits
+    polls (one singleton name, the few shards that move)."""
+    return min(0.25, max(0.05, lease_ttl / 20))
 
 
 class _Tick:

@@ -88,6 +88,28 @@ def test_entity_props_callable_and_entity_ref(node: ActorSystem) -> None:
     assert repr(ref) == "EntityRef('acct', 'alice/1')"
 
 
+class Caller(Actor):
+    """Tells an entity through its EntityRef; the entity's reply comes back here."""
+
+    def __init__(self, probe: Any) -> None:
+        self.probe = probe
+
+    def receive(self, m: Any) -> None:
+        if isinstance(m, tuple) and m[0] == "call":
+            ClusterSharding(self.context.system).entity_ref("acct2", m[1]).tell("hi")
+        else:
+            self.probe.tell(m)
+
+
+def test_entity_ref_tell_from_an_actor_has_that_actor_as_sender(node: ActorSystem) -> None:
+    ClusterSharding(node).start("acct2", Props(Who, "x"), passivate_idle_after=None)
+    probe = TestProbe(node)
+    caller = node.actor_of(Props(Caller, probe.ref), "caller")
+    caller.tell(("call", "bob"), None)
+    reply = probe.expect_msg_type(tuple, 10)
+    assert reply[:2] == ("x", "bob")
+
+
 def test_bad_arguments_raise_clear_errors(node: ActorSystem) -> None:
     sharding = ClusterSharding(node)
     with pytest.raises(ValueError, match="type_name"):
