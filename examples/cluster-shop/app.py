@@ -68,6 +68,7 @@ def lifecycle(event: str, **fields: Any) -> None:
     parts += [f"{key}={value}" for key, value in fields.items()]
     parts += [f"mono={time.monotonic():.6f}", f"wall={time.time():.6f}"]
     line = (" ".join(parts) + "\n").encode()
+    DATA_DIR.mkdir(parents=True, exist_ok=True)  # also when a test uses Cart without the app
     fd = os.open(DATA_DIR / "lifecycle.log", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
         os.write(fd, line)
