@@ -1,5 +1,8 @@
 """``python -m gactors demo``: a guided tour of supervision, printed as it happens.
 
+``python -m gactors demo cluster``: sharded counters and a cluster singleton on three
+node processes, one of which is killed (needs ``gactors[cluster]``).
+
 ``python -m gactors dashboard``: serve the live dashboard of an actor system alone.
 """
 
@@ -78,6 +81,14 @@ def main(argv: list[str] | None = None) -> int:
         "demo",
         help="a tour of supervision (about 15 s): a live actor tree while failures are injected",
     )
+    demo.add_argument(
+        "topic",
+        nargs="?",
+        choices=["supervision", "cluster"],
+        default="supervision",
+        help="supervision (default), or cluster: sharding and a singleton on three node "
+        "processes while one is killed (under a minute; needs gactors[cluster])",
+    )
     demo.add_argument("--fast", action="store_true", help="the same tour with short pauses (CI)")
     dash = sub.add_parser(
         "dashboard",
@@ -101,6 +112,10 @@ def main(argv: list[str] | None = None) -> int:
         from gevent import monkey
 
         monkey.patch_all()
+        if args.topic == "cluster":
+            from gactors._demo_cluster import run as run_cluster
+
+            return run_cluster(fast=args.fast)
         from gactors._demo import run
 
         return run(fast=args.fast)

@@ -154,3 +154,60 @@ def test_tree_view_marks_changes(actor_system: ActorSystem) -> None:
     # The kid may still be in the tree until the parent processed its termination.
     if "/user/parent/kid" not in view.prev:
         assert "\n -       kid    <- gone" in lines[2]
+
+
+TOKENS = r"\(fencing token \d+ -> \d+\)"
+
+
+# -- python -m gactors demo cluster --------------------------------------------------------------
+@pytest.fixture(scope="module")
+def cluster_demo() -> subprocess.CompletedProcess[str]:
+    """The cluster tour, run as a reader runs it: it starts its own server and nodes."""
+    pytest.importorskip("redis")
+    pytest.importorskip("msgspec")
+    from gactors.testkit._redis_server import NO_SERVER_HINT, find_server_binary
+
+    if find_server_binary() is None:
+        if os.environ.get("CI") or os.environ.get("GACTORS_TEST_REQUIRE_REDIS"):
+            pytest.fail(f"the cluster demo needs a server binary: {NO_SERVER_HINT}")
+        pytest.skip(NO_SERVER_HINT)
+    return run_demo("demo", "cluster", "--fast", timeout=100.0)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(110)
+def test_cluster_demo_moves_entities_and_the_singleton(
+    cluster_demo: subprocess.CompletedProcess[str],
+) -> None:
+    out = cluster_demo.stdout
+    assert cluster_demo.returncode == 0, out + cluster_demo.stderr
+    assert "Traceback" not in cluster_demo.stderr, cluster_demo.stderr
+    for title in ["1/4  START", "2/4  AT WORK", "3/4  KILL", "4/4  COUNTS", "What you just saw"]:
+        assert f"== {title} ==" in out, out
+    for pattern in [
+        r"A throwaway (redis|valkey)-server at redis://127\.0\.0\.1:\d+/0",
+        r"  node-A: pid \d+, gactors://demo@\S+",
+        r"  node-C: pid \d+, gactors://demo@\S+",
+        r"This process joined as a fourth node that hosts nothing",
+        r"  node-[ABC]: +\d+ counters .*\+ singleton 'leader'",
+        r"kill -9 (node-[ABC]) \(pid \d+\): it runs the singleton",
+        # Live: entities and the singleton starting again elsewhere, with a larger token.
+        r"  \+ *[\d.]+s  counter c\d\d moved node-[ABC] -> node-[ABC] " + TOKENS,
+        r"  \+ *[\d.]+s  singleton 'leader' moved node-[ABC] -> node-[ABC] " + TOKENS,
+        r"everything node-[ABC] ran is running again, [\d.]+ s after the kill",
+        # The counts: nothing lost but the moved entities' in-memory state, pointed out.
+        r"c\d\d +node-[ABC] +\d+ +\d+  moved from node-[ABC]: "
+        r"increments #1-#\d+ lived in its memory",
+        r"\* No count was lost on the \d+ counters? that stayed where they were\.",
+        r"\* The \d+ counters? that moved lost their in-memory state: \d+",
+    ]:
+        assert re.search(pattern, out), f"no line matching {pattern!r} in:\n{out}"
+    assert "WRONG" not in out, out
+    # Moves go from the killed node to a survivor, and the tokens only grew.
+    victim = re.search(r"kill -9 (node-[ABC])", out)
+    assert victim is not None
+    for m in re.finditer(
+        r"moved (node-[ABC]) -> (node-[ABC]) \(fencing token (\d+) -> (\d+)\)", out
+    ):
+        assert m.group(1) == victim.group(1) and m.group(2) != victim.group(1), m.group(0)
+        assert int(m.group(4)) > int(m.group(3)), m.group(0)

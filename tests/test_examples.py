@@ -155,6 +155,37 @@ def test_cluster_example_runs() -> None:
         assert re.search(pattern, out), f"no line matching {pattern!r} in:\n{out}\n{err}"
 
 
+def test_cluster_fencing_example_runs(redis_url: str) -> None:
+    """examples/cluster-shop/fencing.py: a late write of a singleton that handed over is
+    refused by the database thanks to the fencing token (docs/cluster/singleton-sharding.md)."""
+    pytest.importorskip("msgspec")
+    proc = subprocess.run(
+        [sys.executable, str(EXAMPLES / "cluster-shop" / "fencing.py"), redis_url],
+        cwd=ROOT,
+        env={k: v for k, v in os.environ.items() if k != "GACTORS_CONFIG"},
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
+    out, err = proc.stdout, proc.stderr
+    assert proc.returncode == 0, f"exited {proc.returncode}\n{out}\n{err}"
+    assert "Traceback" not in err, err
+    m = re.search(r"node-1 allocated order #2 \(fencing token (\d+)\)", out)
+    assert m is not None, out
+    old = int(m.group(1))
+    assert f"node-1's allocator (fencing token {old}) sent a write that will land late" in out
+    assert "node-1 left the cluster: True" in out
+    m = re.search(r"node-2 allocated order #3 \(fencing token (\d+)\)", out)
+    assert m is not None, out
+    new = int(m.group(1))
+    assert new > old
+    assert (
+        f"the late write of fencing token {old} landed: refused: fencing token {old} "
+        f"is older than {new}" in out
+    ), out
+    assert f"database: last order #3, written under fencing token {new}" in out, out
+
+
 # -- the documentation's programs ------------------------------------------------------------
 HAVE_FLASK = importlib.util.find_spec("flask") is not None
 needs_flask = pytest.mark.skipif(not HAVE_FLASK, reason="the tutorial needs Flask")

@@ -1,0 +1,223 @@
+"""A Flask shop whose gunicorn workers form one gactors cluster.
+
+Every gunicorn worker builds an actor system that joins the cluster ``shop`` on the
+Redis server named by ``SHOP_REDIS_URL``. On that cluster:
+
+* a **cart** per user is a sharded entity (``ClusterSharding``): whichever worker a
+  request lands on, ``entity_ref("cart", user)`` reaches the one live cart of that user,
+  wherever it runs;
+* one **order-number allocator** is a cluster singleton (``ClusterSingleton``): the
+  numbers live in a small SQLite table, and every write carries the allocator's fencing
+  token, so an allocator that lost its lease without noticing (a paused process) cannot
+  hand out a number twice -- its stale write is refused.
+
+Carts and the allocator append one line per start, stop and allocation to the lifecycle
+log (``SHOP_DATA_DIR/lifecycle.log``): ``event pid=.. kind=.. id=.. token=.. mono=..
+wall=..``. The monotonic clock is the machine's, so lines of different workers on one
+machine can be compared; tests/cluster/test_gunicorn_cluster_e2e.py checks from it that
+no cart ever lived in two workers at once.
+
+Views (JSON):
+
+* ``POST /cart/<user>/add/<item>`` -> the cart after adding ``item``
+* ``GET  /cart/<user>``            -> the cart
+* ``POST /cart/<user>/checkout``   -> an order number for the cart's items (the cart is
+  emptied)
+* ``GET  /health``                 -> this worker's pid, node address and member count
+
+Run it with ``SHOP_REDIS_URL=redis://127.0.0.1:6379/0 gunicorn -c gunicorn.conf.py
+app:app`` (see README.md).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from flask import Flask, jsonify, request
+from orders import StaleWriter, allocate, open_orders_db
+
+from gactors import Actor, ActorRef, ActorSystem, AskTimeoutError, Props, Status
+from gactors.cluster import Cluster, ClusterSharding, ClusterSingleton, RemoteError
+from gactors.contrib.wsgi import GactorsMiddleware, get_system
+
+REDIS_URL = os.environ.get("SHOP_REDIS_URL", "redis://127.0.0.1:6379/0")
+DATA_DIR = Path(os.environ.get("SHOP_DATA_DIR", "shop-data"))
+# Extra settings of the ``cluster`` table as JSON (the tests shorten the timings).
+CLUSTER_OVERRIDES: dict[str, Any] = json.loads(os.environ.get("SHOP_CLUSTER", "{}"))
+ASK_TIMEOUT = float(os.environ.get("SHOP_ASK_TIMEOUT", "8.0"))
+
+# A child of gunicorn's error logger: its lines go to the same place as the worker's.
+log = logging.getLogger("gunicorn.error.shop")
+
+
+# -- the lifecycle log -------------------------------------------------------------------------
+
+
+def lifecycle(event: str, **fields: Any) -> None:
+    """Append one line to the lifecycle log.
+
+    One ``os.write`` of a short line to a file opened with ``O_APPEND``: lines written by
+    several worker processes at once never interleave.
+    """
+    parts = [event, f"pid={os.getpid()}"]
+    parts += [f"{key}={value}" for key, value in fields.items()]
+    parts += [f"mono={time.monotonic():.6f}", f"wall={time.time():.6f}"]
+    line = (" ".join(parts) + "\n").encode()
+    DATA_DIR.mkdir(parents=True, exist_ok=True)  # also when a test uses Cart without the app
+    fd = os.open(DATA_DIR / "lifecycle.log", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, line)
+    finally:
+        os.close(fd)
+
+
+# -- the cart: one sharded entity per user ----------------------------------------------------
+
+
+class Cart(Actor):
+    """The cart of one user (entity id = user id). Its items live in memory only: when
+    its shard moves to another worker, a fresh cart starts there, empty."""
+
+    def __init__(self) -> None:
+        self.items: list[str] = []
+
+    def pre_start(self) -> None:
+        lifecycle("start", kind="cart", id=self.context.entity_id, token=self.token)
+
+    def post_stop(self) -> None:
+        lifecycle("stop", kind="cart", id=self.context.entity_id, token=self.token)
+
+    @property
+    def token(self) -> int | None:
+        return self.context.fencing_token
+
+    def state(self) -> dict[str, Any]:
+        return {
+            "user": self.context.entity_id,
+            "items": list(self.items),
+            "pid": os.getpid(),
+            "token": self.token,
+        }
+
+    def receive(self, message: Any) -> None:
+        match message:
+            case ("add", str(item)):
+                self.items.append(item)
+                self.sender.tell(self.state())
+            case ("get",):
+                self.sender.tell(self.state())
+            case ("checkout",):
+                reply = self.state()
+                self.items = []
+                self.sender.tell(reply)
+            case _:
+                self.unhandled(message)
+
+
+# -- the order-number allocator: a cluster singleton ---------------------------------------------
+
+
+class Allocator(Actor):
+    """Hands out increasing order numbers, one at a time, from the SQLite counter."""
+
+    def __init__(self, db_path: str) -> None:
+        self.db = open_orders_db(Path(db_path))
+
+    def pre_start(self) -> None:
+        lifecycle("start", kind="allocator", id="order-numbers", token=self.context.fencing_token)
+
+    def post_stop(self) -> None:
+        lifecycle("stop", kind="allocator", id="order-numbers", token=self.context.fencing_token)
+        self.db.close()
+
+    def receive(self, message: Any) -> None:
+        match message:
+            case ("allocate", str(user)):
+                token = self.context.fencing_token
+                if token is None:
+                    raise RuntimeError("the allocator runs without a fencing token")
+                try:
+                    number = allocate(self.db, token)
+                except StaleWriter as e:
+                    # Refuse: the allocator that owns the numbers now runs elsewhere.
+                    log.warning("order-number allocator refused: %s", e)
+                    self.sender.tell(Status.Failure(RuntimeError(str(e))))
+                    return
+                lifecycle("alloc", kind="allocator", number=number, user=user, token=token)
+                self.sender.tell(number)
+            case _:
+                self.unhandled(message)
+
+
+# -- the worker's actor system ---------------------------------------------------------------
+
+_allocators: dict[int, ActorRef] = {}  # per worker process: the singleton's proxy
+
+
+def make_system() -> ActorSystem:
+    """The system factory named in gunicorn.conf.py: one cluster node per worker."""
+    DATA_DIR.mkdir(parents=True, exist_ok=True)
+    system = ActorSystem(
+        "shop",
+        config={
+            "shutdown_timeout": 8.0,
+            "cluster": {"url": REDIS_URL, **CLUSTER_OVERRIDES},
+        },
+    )
+    # Carts stay until their shard moves (no passivation), so the test sees every move.
+    ClusterSharding(system).start("cart", Props(Cart), passivate_idle_after=None)
+    _allocators[os.getpid()] = ClusterSingleton(system).init(
+        "order-numbers", Props(Allocator, str(DATA_DIR / "orders.sqlite"))
+    )
+    log.info("shop worker %d joined as %s", os.getpid(), system.address)
+    return system
+
+
+# -- the web application ------------------------------------------------------------------------
+
+app = Flask(__name__)
+app.wsgi_app = GactorsMiddleware(app.wsgi_app)  # type: ignore[method-assign]
+
+
+def ask_cart(user: str, message: Any) -> Any:
+    system = get_system(request.environ)
+    return ClusterSharding(system).entity_ref("cart", user).ask(message, timeout=ASK_TIMEOUT)
+
+
+@app.errorhandler(AskTimeoutError)
+@app.errorhandler(RemoteError)
+@app.errorhandler(RuntimeError)
+def unavailable(e: Exception) -> Any:
+    # While a shard or the singleton moves (a worker died), an ask can time out or the
+    # allocator can refuse: the client may retry.
+    log.warning("%s %s failed: %s: %s", request.method, request.path, type(e).__name__, e)
+    return jsonify(error=f"{type(e).__name__}: {e}", worker=os.getpid()), 503
+
+
+@app.post("/cart/<user>/add/<item>")
+def add(user: str, item: str) -> Any:
+    return jsonify({**ask_cart(user, ("add", item)), "worker": os.getpid()})
+
+
+@app.get("/cart/<user>")
+def show(user: str) -> Any:
+    return jsonify({**ask_cart(user, ("get",)), "worker": os.getpid()})
+
+
+@app.post("/cart/<user>/checkout")
+def checkout(user: str) -> Any:
+    cart = ask_cart(user, ("checkout",))
+    number = _allocators[os.getpid()].ask(("allocate", user), timeout=ASK_TIMEOUT)
+    return jsonify(order=number, items=cart["items"], user=user, worker=os.getpid())
+
+
+@app.get("/health")
+def health() -> Any:
+    cluster = Cluster(get_system(request.environ))
+    members = [m for m in cluster.members if m.status == "up"]
+    return jsonify(worker=os.getpid(), node=str(cluster.self_address), up=len(members))
