@@ -142,7 +142,12 @@ class ClusterNode:
         self._ua_ms = int(settings.unreachable_after * 1000)
         self._down_ms = int(settings.down_after * 1000)
         try:
-            self.backend = RedisBackend(settings.url, system.name, settings.key_prefix)
+            self.backend = RedisBackend(
+                settings.url,
+                system.name,
+                settings.key_prefix,
+                client_name=f"gactors:{system.name}@{self.node_id}",
+            )
         except ValueError as e:
             raise ClusterError(str(e)) from None
         try:

@@ -864,6 +864,7 @@ class RedisBackend:
         tombstone_keep_ms: int = 24 * 3600 * 1000,
         tombstone_max: int = 1000,
         view_removed: int = 100,
+        client_name: str | None = None,
     ) -> None:
         schemes = ("redis://", "rediss://", "unix://", SENTINEL_SCHEME + "://")
         if not isinstance(url, str) or not url.startswith(schemes):
@@ -900,6 +901,9 @@ class RedisBackend:
         self.tombstone_keep_ms = int(tombstone_keep_ms)
         self.tombstone_max = int(tombstone_max)
         self.view_removed = int(view_removed)
+        # Every connection introduces itself (CLIENT SETNAME): `CLIENT LIST` on the
+        # server then tells which node holds which connection.
+        self.client_name = client_name
         base = f"{key_prefix}:{cluster_name}"
         self._inbox_prefix = f"{base}:inbox:"
         self._tag = "{" + base + "}"
@@ -965,6 +969,7 @@ class RedisBackend:
             retry=Retry(NoBackoff(), 0),
             # RESP2: stable reply shapes across redis-py versions and servers.
             protocol=2,
+            client_name=self.client_name,
             **_NO_CLIENT_SETINFO,
         )
         return redis.Redis(connection_pool=pool)
@@ -986,6 +991,7 @@ class RedisBackend:
             **_NO_CLIENT_SETINFO,
         }
         sentinel_kwargs = dict(common)
+        common["client_name"] = self.client_name
         if target.sentinel_password is not None:
             sentinel_kwargs["password"] = target.sentinel_password
         if target.sentinel_username is not None:
