@@ -79,6 +79,22 @@ class ActorContext:
         s = self._cell.sender
         return s if s is not None else self._cell.system.dead_letters
 
+    # -- cluster sharding ---------------------------------------------------------------------
+    @property
+    def entity_id(self) -> str | None:
+        """The entity id of a sharded entity (``gactors.cluster.ClusterSharding``);
+        None for any other actor."""
+        # Entities are built from props carrying these two attributes; other actors
+        # pay nothing for the feature.
+        return getattr(self._cell.props, "entity_id", None)
+
+    @property
+    def fencing_token(self) -> int | None:
+        """The fencing token of the lease under which this sharded entity runs (pass it
+        to your database so writes of a stale incarnation are refused); None for any
+        other actor."""
+        return getattr(self._cell.props, "fencing_token", None)
+
     # -- death watch --------------------------------------------------------------------------
     def watch(self, ref: ActorRef) -> ActorRef:
         """Receive ``Terminated(ref)`` once ``ref`` stops (also if already dead)."""

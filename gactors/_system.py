@@ -303,8 +303,15 @@ class ActorSystem:
                 # Graceful leave: the node is "leaving" while its actors stop, and
                 # leaves the membership once they stopped (a termination hook).
                 self._cluster_node.begin_leave()
-            self._root.stop_ref(self._user_cell.ref)
+                # Singletons and shards hand over (their instances stop with their
+                # stop_message, leases released) before the user actors stop.
+                self._cluster_node.hand_over(self._stop_user_guardian)
+            else:
+                self._stop_user_guardian()
         return self.when_terminated
+
+    def _stop_user_guardian(self) -> None:
+        self._root.stop_ref(self._user_cell.ref)
 
     def await_termination(self, timeout: float | None = None) -> bool:
         """Wait until the system terminated; False if ``timeout`` passed first.

@@ -23,6 +23,8 @@ from gactors.cluster._events import (
 )
 from gactors.cluster._remote import RemoteActorRef
 from gactors.cluster._serialization import register_message
+from gactors.cluster._sharding import ClusterSharding, EntityRef, ShardingEnvelope
+from gactors.cluster._singleton import ClusterSingleton
 from gactors.exceptions import ActorNotFound, ClusterError, RemoteError, SerializationError
 
 __all__ = [
@@ -32,7 +34,10 @@ __all__ = [
     "Cluster",
     "ClusterError",
     "ClusterEvent",
+    "ClusterSharding",
+    "ClusterSingleton",
     "CurrentClusterState",
+    "EntityRef",
     "Member",
     "MemberRemoved",
     "MemberUp",
@@ -40,6 +45,7 @@ __all__ = [
     "RemoteActorRef",
     "RemoteError",
     "SerializationError",
+    "ShardingEnvelope",
     "UnreachableMember",
     "register_message",
 ]

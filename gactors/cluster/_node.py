@@ -191,6 +191,10 @@ class ClusterNode:
         self._hb_running = False
         self._store: Any = None  # the hub side's membership store (join, leave, down)
         self._store_lock = BoundedSemaphore(1)  # one user at a time (the seam's rule)
+        #: Called (in the hub thread) when this node starts a graceful leave, before any
+        #: user actor stops: the singleton and sharding hand-overs. Each returns None or
+        #: something with ``wait(timeout)`` (a gevent Event) set once its hand-over is done.
+        self.leave_hooks: list[Callable[[], Any]] = []
         # -- lifecycle --
         self._leaving = False
         self._closing = False
@@ -237,6 +241,38 @@ class ClusterNode:
             return
         self._leaving = True
         gevent.spawn(self._set_leaving)
+
+    def hand_over(self, then: Callable[[], Any]) -> None:
+        """Run the leave hooks (singleton/shard hand-overs), wait for them within a
+        bounded budget, then call ``then`` (stop the user actors). In the hub thread."""
+        hooks = list(self.leave_hooks)
+        self.leave_hooks.clear()
+        if not hooks:
+            then()
+            return
+
+        def run() -> None:
+            deadline = monotonic() + max(_LEAVE_BUDGET, self.settings.lease_ttl)
+            waits: list[Any] = []
+            for hook in hooks:
+                try:
+                    w = hook()
+                except Exception:
+                    _log.exception("cluster node %s: leave hook %r failed", self.address_str, hook)
+                    continue
+                if w is not None:
+                    waits.append(w)
+            for w in waits:
+                if not w.wait(max(0.0, deadline - monotonic())):
+                    _log.warning(
+                        "cluster node %s: a hand-over did not finish in time; stopping anyway "
+                        "(what it protects stops with the system, its lease is released then)",
+                        self.address_str,
+                    )
+                    break
+            then()
+
+        gevent.spawn(run)
 
     def _set_leaving(self) -> None:
         try:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from gactors.exceptions import ConfigError
@@ -39,6 +39,10 @@ class ClusterSettings:
     """The largest serialized message in bytes, enforced when sending and receiving."""
     key_prefix: str = "gactors"
     """The prefix of every Redis key of the cluster (several deployments on one server)."""
+    lease_ttl: float = 10.0
+    """Seconds a singleton's or shard's lease lasts without renewal (renewed every third
+    of it). After a crash, the next node starts the singleton/shard once it expired.
+    At least ``3 * heartbeat_interval`` (the default is raised to that)."""
 
     def __repr__(self) -> str:
         # The URL may hold a password: never shown.
@@ -49,7 +53,7 @@ class ClusterSettings:
             f"heartbeat_interval={self.heartbeat_interval}, "
             f"unreachable_after={self.unreachable_after}, down_after={self.down_after}, "
             f"serializer={self.serializer!r}, max_message_size={self.max_message_size}, "
-            f"key_prefix={self.key_prefix!r})"
+            f"key_prefix={self.key_prefix!r}, lease_ttl={self.lease_ttl})"
         )
 
 
@@ -113,6 +117,7 @@ _VALIDATORS: dict[str, Callable[[str, Any], Any]] = {
     "serializer": _serializer,
     "max_message_size": _size,
     "key_prefix": _prefix,
+    "lease_ttl": _seconds,
 }
 assert set(_VALIDATORS) == {f.name for f in fields(ClusterSettings)}
 
@@ -140,5 +145,15 @@ def load_cluster_settings(table: Any) -> ClusterSettings:
             "settings 'cluster.heartbeat_interval' < 'cluster.unreachable_after' < "
             f"'cluster.down_after' must hold: {s.heartbeat_interval} < "
             f"{s.unreachable_after} < {s.down_after}"
+        )
+    if "lease_ttl" not in values and s.lease_ttl < 3 * s.heartbeat_interval:
+        # The default follows a slow heartbeat instead of refusing it.
+        s = replace(s, lease_ttl=3 * s.heartbeat_interval)
+    if s.lease_ttl < 3 * s.heartbeat_interval or s.lease_ttl < 0.3:
+        # Renewals every lease_ttl/3 must fit several round trips, and the lease must
+        # outlive a heartbeat or two of a node that is merely slow.
+        raise ConfigError(
+            "setting 'cluster.lease_ttl' must be >= 3 * 'cluster.heartbeat_interval' and "
+            f">= 0.3 s: {s.lease_ttl} (heartbeat_interval {s.heartbeat_interval})"
         )
     return s

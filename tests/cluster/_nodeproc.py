@@ -117,6 +117,75 @@ class Watcher(Actor):
             )
 
 
+def _append(log_path: str, rec: dict[str, Any]) -> None:
+    # One short line per write (O_APPEND): several processes append to one file.
+    with open(log_path, "a") as f:
+        f.write(json.dumps(rec) + "\n")
+
+
+class Lifecycle(Actor):
+    """A singleton or entity that writes its own lifecycle (start/stop with time, pid,
+    node, entity id and fencing token) and the messages it got to a shared log file.
+    ``("who",)`` answers ``(node, pid, token, entity_id)``; ``("rec", x)`` logs x;
+    ``("ask-rec", x)`` logs x and answers ``("rec", x)``; ``("count",)`` answers how
+    many messages this incarnation got; ``"hang"`` sleeps (monkey-patched) 0.3 s."""
+
+    def __init__(self, log_path: str) -> None:
+        self.log_path = log_path
+        self.count = 0
+
+    def _rec(self, ev: str, **extra: Any) -> None:
+        c = self.context
+        _append(
+            self.log_path,
+            dict(
+                ev=ev,
+                t=time.time(),
+                pid=os.getpid(),
+                node=c.system.address.node,
+                entity=c.entity_id,
+                token=c.fencing_token,
+                **extra,
+            ),
+        )
+
+    def pre_start(self) -> None:
+        self._rec("start")
+
+    def post_stop(self) -> None:
+        self._rec("stop")
+
+    def receive(self, m: Any) -> None:
+        self.count += 1
+        if isinstance(m, tuple) and m:
+            if m[0] == "who":
+                c = self.context
+                self.sender.tell((c.system.address.node, os.getpid(), c.fencing_token, c.entity_id))
+                return
+            if m[0] == "rec":
+                self._rec("msg", x=m[1])
+                return
+            if m[0] == "ask-rec":
+                self._rec("msg", x=m[1])
+                self.sender.tell(("rec", m[1]))
+                return
+            if m[0] == "count":
+                self.sender.tell(("count", self.count))
+                return
+        if m == "stop-please":
+            self._rec("stop-message")
+            self.context.stop(self.ref)
+            return
+        self.sender.tell(("echo", m))
+
+
+def _extract(m: Any) -> tuple[str, Any]:
+    """A custom extract_entity_id: ``("to", entity_id, message)``."""
+    if isinstance(m, tuple) and len(m) == 3 and m[0] == "to":
+        return m[1], m[2]
+    raise ValueError(f"not for an entity: {m!r}")
+
+
 def _main() -> None:
     import logging
 
@@ -138,6 +207,18 @@ def _main() -> None:
     emit({"address": str(Cluster(system).self_address), "pid": os.getpid()})
     from gevent.fileobject import FileObject
 
+    proxies: dict[str, Any] = {}
+    regions: dict[str, Any] = {}
+    streamer: list[Any] = []
+    streamed = [0]
+    dead: list[Any] = []
+    from gactors import DeadLetter
+
+    class _DeadLetters(Actor):
+        def receive(self, m: Any) -> None:
+            dead.append(m)
+
+    system.event_stream.subscribe(system.actor_of(Props(_DeadLetters), "dl"), DeadLetter)
     stdin = FileObject(sys.stdin.fileno(), "r")
     for line in stdin:
         cmd = json.loads(line)
@@ -183,6 +264,99 @@ def _main() -> None:
                         "members": [[str(m.address), m.status] for m in Cluster(system).members],
                     }
                 )
+            elif c == "singleton":
+                from gactors.cluster import ClusterSingleton
+
+                proxies[cmd["name"]] = ClusterSingleton(system).init(
+                    cmd["name"],
+                    Props(Lifecycle, cmd["log"]),
+                    role=cmd.get("role"),
+                    stop_message=cmd.get("stop_message", "stop-please"),
+                    buffer_size=int(cmd.get("buffer_size", 1000)),
+                )
+                emit({"ok": True})
+            elif c == "singleton-tell":
+                proxy = proxies[cmd["name"]]
+                for x in cmd["messages"]:
+                    proxy.tell(tuple(x) if isinstance(x, list) else x, None)
+                emit({"ok": True})
+            elif c == "singleton-ask":
+                reply = proxies[cmd["name"]].ask(
+                    tuple(cmd["message"]), timeout=float(cmd.get("ask_timeout", 5.0))
+                )
+                emit({"ok": True, "reply": list(reply) if isinstance(reply, tuple) else reply})
+            elif c == "shard-start":
+                from gactors.cluster import ClusterSharding
+
+                passivate = cmd.get("passivate", 120.0)
+                regions[cmd["type"]] = ClusterSharding(system).start(
+                    cmd["type"],
+                    Props(Lifecycle, cmd["log"]),
+                    extract_entity_id=_extract if cmd.get("extract") else None,
+                    number_of_shards=int(cmd.get("shards", 100)),
+                    role=cmd.get("role"),
+                    passivate_idle_after=passivate,
+                    stop_message=cmd.get("stop_message", "stop-please"),
+                )
+                emit({"ok": True})
+            elif c == "shard-proxy":
+                from gactors.cluster import ClusterSharding
+
+                regions[cmd["type"]] = ClusterSharding(system).start_proxy(
+                    cmd["type"],
+                    extract_entity_id=_extract if cmd.get("extract") else None,
+                    number_of_shards=int(cmd.get("shards", 100)),
+                    role=cmd.get("role"),
+                )
+                emit({"ok": True})
+            elif c == "shard-tell":
+                # messages: [[entity, message], ...] in this order, from one sender.
+                from gactors.cluster import ClusterSharding
+
+                sharding = ClusterSharding(system)
+                for eid, x in cmd["messages"]:
+                    x = tuple(x) if isinstance(x, list) else x
+                    if cmd.get("extract"):
+                        regions[cmd["type"]].tell(("to", eid, x), None)
+                    else:
+                        sharding.entity_ref(cmd["type"], eid).tell(x)
+                emit({"ok": True})
+            elif c == "shard-ask":
+                from gactors.cluster import ClusterSharding
+
+                reply = (
+                    ClusterSharding(system)
+                    .entity_ref(cmd["type"], cmd["entity"])
+                    .ask(tuple(cmd["message"]), timeout=float(cmd.get("ask_timeout", 5.0)))
+                )
+                emit({"ok": True, "reply": list(reply) if isinstance(reply, tuple) else reply})
+            elif c == "shard-stream":
+                # A sender that keeps telling ("rec", i) to each entity, round robin,
+                # every `interval` s, in a greenlet; "shard-stream-stop" ends it.
+                from gactors.cluster import ClusterSharding
+
+                def stream(t: str, ents: list[str], interval: float) -> None:
+                    sharding = ClusterSharding(system)
+                    refs = [sharding.entity_ref(t, e) for e in ents]
+                    i = 0
+                    while True:
+                        for r in refs:
+                            r.tell(("rec", i))
+                        i += 1
+                        streamed[0] = i
+                        gevent.sleep(interval)
+
+                streamer.append(
+                    gevent.spawn(stream, cmd["type"], cmd["entities"], float(cmd["interval"]))
+                )
+                emit({"ok": True})
+            elif c == "shard-stream-stop":
+                for g in streamer:
+                    g.kill()
+                streamer.clear()
+                emit({"ok": True, "sent": streamed[0]})
+            elif c == "dead-letters":
+                emit({"ok": True, "dead_letters": [repr(d.message) for d in dead]})
             elif c == "leave":
                 Cluster(system).leave()
                 emit({"ok": True})

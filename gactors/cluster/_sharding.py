@@ -1,0 +1,969 @@
+"""``ClusterSharding``: one actor per entity id across the cluster (SPEC section 17).
+
+Shape (every name below is internal):
+
+* A *region* per entity type and node, ``/system/sharding-<type>``. It maps an entity
+  id to a shard (``crc32(entity_id) % number_of_shards``, the same on every node and
+  every Python) and a shard to a node by rendezvous (highest-random-weight) hashing over
+  the hosting members: the members with ``role`` (all members for ``role=None``) that
+  are not leaving; unreachable ones stay owners until they are downed. Every node
+  computes the same answer from the same membership view, and a join or leave moves
+  only the shards the joining/leaving node wins/loses. Messages for a shard of this
+  node go to the local *shard* actor, the others to the owner's region.
+* A *shard* actor ``/system/sharding-<type>/<n>`` runs the shard's entities (its
+  children, created on their first message) only while it holds the lease
+  ``shard:<type>:<n>`` (fencing token in ``self.context.fencing_token`` of each
+  entity). Until then it buffers, in order. Idle entities are passivated with
+  ``stop_message``; a message for a passivating entity waits for its termination and
+  starts it again.
+* Rebalance: when a region's view moves shard ``n`` away from the node it last sent
+  ``n``'s messages to, it buffers ``n``'s messages (bounded; overflow is dead letters)
+  until that node confirmed (a *drain* marker travels the same path as the messages,
+  so everything sent before it was routed there first), or until the local shard
+  handed off (its entities got ``stop_message`` and terminated, the lease was
+  released). The buffer then goes, in order, to the new owner, whose shard delivers it
+  once it holds the lease. One path region -> shard -> entity keeps the order per
+  sender and entity.
+* Crash: the survivors' views drop the node once it is downed; its shards' leases
+  expire at most ``lease_ttl`` after its last renewal, and the new owners start them.
+
+A node that only sends calls ``start_proxy``: its region never hosts; it must not have
+the hosting ``role`` (with ``role=None`` every member hosts, so a sending-only node
+needs the hosts to have a role it lacks).
+
+Guarantees: at most once (a message in flight to a node that crashes is lost; a
+message that cannot be buffered or routed is a ``DeadLetter``); order per sender and
+entity, also while shards move; one incarnation of an entity at a time *as far as a
+lease can promise* (see :mod:`gactors.cluster._lease`: a paused process or a Redis
+failover can break it). That is why every entity sees ``self.context.fencing_token``,
+which only grows from one incarnation to the next: pass it to the store the entity
+writes to, so a stale incarnation's writes are refused there::
+
+    class Cart(Actor):
+        def receive(self, m):
+            # Only a writer with a token at least as new as the last one wins.
+            db.execute(
+                "UPDATE carts SET items = ?, token = ? WHERE user = ? AND token <= ?",
+                (dump(self.items), self.context.fencing_token,
+                 self.context.entity_id, self.context.fencing_token),
+            )
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import weakref
+import zlib
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from time import monotonic
+from typing import TYPE_CHECKING, Any, NamedTuple
+from urllib.parse import quote
+
+import gevent
+from gevent.event import Event
+from greenlet import getcurrent
+
+from gactors._actor import Actor
+from gactors._messages import PoisonPill, Terminated
+from gactors._props import Props
+from gactors._ref import _DEFAULT_TIMEOUT, IMPLICIT, ActorRef, _Implicit
+from gactors._threads import get_ident
+from gactors.cluster._cluster import Cluster
+from gactors.cluster._events import ClusterEvent, CurrentClusterState
+from gactors.cluster._lease import LeasedProps, LeaseKeeper
+from gactors.cluster._seam import LeaseStore
+from gactors.cluster._serialization import register_message
+from gactors.cluster._singleton import poll_interval
+
+if TYPE_CHECKING:
+    from gactors._system import ActorSystem
+
+__all__ = ["ClusterSharding", "EntityRef", "ShardingEnvelope"]
+
+_log = logging.getLogger("gactors.cluster.sharding")
+
+#: The most messages buffered per shard by a region (while a shard moves) and by a
+#: shard (while it waits for its lease); more are dead letters.
+BUFFER_LIMIT = 10_000
+
+_instances: weakref.WeakKeyDictionary[ActorSystem, ClusterSharding] = weakref.WeakKeyDictionary()
+
+
+@register_message(tag="gactors.cluster.ShardingEnvelope")
+@dataclass(frozen=True, slots=True)
+class ShardingEnvelope:
+    """A message for the entity ``entity_id``, sent to a region."""
+
+    entity_id: str
+    message: Any
+
+
+@register_message(tag="gactors.cluster.sharding.Msg")
+class _RegionMsg(NamedTuple):
+    # A message forwarded from one region to the owner's region (a NamedTuple: the
+    # cheapest registered shape to build and encode, once per message).
+    shard: int
+    entity_id: str
+    message: Any
+    hops: int = 0
+    # Sent by a leaving region to the owner in its view without itself: the receiver
+    # hosts it even if its own view does not show the leave yet (the lease decides).
+    host: bool = False
+    # The node of the region that forwarded it.
+    src: str = ""
+
+
+@register_message(tag="gactors.cluster.sharding.Drain")
+@dataclass(frozen=True, slots=True)
+class _Drain:
+    # "I send shard's messages elsewhere from now on; confirm you routed my earlier ones."
+    shard: int
+    reply_to: ActorRef
+
+
+@register_message(tag="gactors.cluster.sharding.Drained")
+@dataclass(frozen=True, slots=True)
+class _Drained:
+    shard: int
+    node: str
+
+
+class _Env:
+    __slots__ = ("entity_id", "message")
+
+    def __init__(self, entity_id: str, message: Any) -> None:
+        self.entity_id = entity_id
+        self.message = message
+
+
+class _Acquired:
+    __slots__ = ("token",)
+
+    def __init__(self, token: int) -> None:
+        self.token = token
+
+
+class _HandOff:
+    __slots__ = ()
+
+
+class _HandedOff:
+    __slots__ = ("leftover", "shard")
+
+    def __init__(self, shard: int, leftover: list[tuple[Any, ActorRef | None]]) -> None:
+        self.shard = shard
+        self.leftover = leftover
+
+
+class _Lost:
+    __slots__ = ()
+
+
+class _Released:
+    __slots__ = ()
+
+
+class _PassivateTick:
+    __slots__ = ()
+
+
+class _ViewTick:
+    __slots__ = ()
+
+
+_VIEW_TICK = _ViewTick()
+
+
+class _Leave:
+    __slots__ = ("done",)
+
+    def __init__(self, done: Event) -> None:
+        self.done = done
+
+
+_PASSIVATE_TICK = _PassivateTick()
+
+
+def shard_of(entity_id: str, number_of_shards: int) -> int:
+    """The shard of ``entity_id`` (stable across processes and Python versions)."""
+    return zlib.crc32(entity_id.encode()) % number_of_shards
+
+
+def allocate(type_name: str, number_of_shards: int, nodes: list[str]) -> list[str | None]:
+    """Rendezvous hashing: for every shard, the node with the highest weight."""
+    if not nodes:
+        return [None] * number_of_shards
+    out: list[str | None] = []
+    for s in range(number_of_shards):
+        best, best_w = None, -1
+        for n in nodes:
+            w = int.from_bytes(
+                hashlib.blake2b(f"{type_name}:{s}:{n}".encode(), digest_size=8).digest(), "big"
+            )
+            if w > best_w:
+                best, best_w = n, w
+        out.append(best)
+    return out
+
+
+# -- the shard -----------------------------------------------------------------------------------
+class _Shard(Actor):
+    def __init__(
+        self,
+        shard: int,
+        entity_props: Props | Callable[[str], Props],
+        passivate: float | None,
+        stop_message: Any,
+        store: LeaseStore,
+        lease: str,
+        owner: str,
+        lease_ttl: float,
+    ) -> None:
+        self._shard = shard
+        self._entity_props = entity_props
+        self._passivate = passivate
+        self._stop_message = stop_message
+        ref = self.ref
+        # on_lost runs in the renewing greenlet: only a message.
+        self._keeper = LeaseKeeper(store, lease, owner, lease_ttl, lambda: ref.tell(_Lost(), None))
+        self._poll = poll_interval(lease_ttl)
+        self._token: int | None = None
+        self._buffer: deque[tuple[Any, ActorRef | None]] = deque()  # until the lease
+        self._entities: dict[str, ActorRef] = {}
+        self._ids: dict[ActorRef, str] = {}
+        self._last: dict[str, float] = {}
+        self._passivating: dict[str, list[tuple[Any, ActorRef | None]]] = {}
+        self._handing_off = False
+        self._done = False
+        self._acquirer: Any = None
+
+    def pre_start(self) -> None:
+        keeper, ref, poll = self._keeper, self.ref, self._poll
+
+        def acquire() -> None:
+            while True:
+                token = keeper.try_acquire()
+                if token is not None:
+                    ref.tell(_Acquired(token), None)
+                    return
+                gevent.sleep(poll)
+
+        self._acquirer = gevent.spawn(acquire)
+        if self._passivate is not None:
+            every = min(max(self._passivate / 4, 0.05), 5.0)
+            self.timers.start_timer_with_fixed_delay("passivate", _PASSIVATE_TICK, every)
+
+    def post_stop(self) -> None:
+        a = self._acquirer
+        if a is not None and not a.dead:
+            a.kill(block=False)
+        # The entities (children) have terminated before post_stop.
+        if self._keeper.token is not None:
+            if getcurrent() is self.context.system._hub:
+                gevent.spawn(self._keeper.release)
+            else:
+                self._keeper.release()
+        system = self.context.system
+        for env, snd in self._buffer:
+            system._dead_letter(env.message, snd, self.ref)
+        self._buffer.clear()
+
+    def receive(self, m: Any) -> None:
+        t = type(m)
+        if t is _Env:
+            if self._token is None or self._handing_off:
+                if len(self._buffer) < BUFFER_LIMIT:
+                    self._buffer.append((m, self.context.sender))
+                else:
+                    self.context.system._dead_letter(m.message, self.context.sender, self.ref)
+                return
+            self._deliver(m.entity_id, m.message, self.context.sender)
+        elif t is _Acquired:
+            self._acquirer = None
+            if self._handing_off:
+                self._release()
+                return
+            self._token = m.token
+            _log.debug("shard %s: lease token %d", self.context.self.path, m.token)
+            buf = self._buffer
+            while buf and self._token is not None:
+                env, snd = buf.popleft()
+                self._deliver(env.entity_id, env.message, snd)
+        elif t is Terminated:
+            self._terminated(m.actor)
+        elif t is _PassivateTick:
+            self._passivate_idle()
+        elif t is _HandOff:
+            self._hand_off()
+        elif t is _Released:
+            self._finish()
+        elif t is _Lost:
+            _log.warning(
+                "shard %s lost its lease: stopping its %d entities now",
+                self.context.self.path,
+                len(self._entities),
+            )
+            self._token = None
+            for ref in list(self._entities.values()):
+                self.context.stop(ref)
+            self._handing_off = True
+            if not self._entities:
+                self._finish()
+        else:
+            self.unhandled(m)
+
+    def _deliver(self, eid: str, message: Any, sender: ActorRef | None) -> None:
+        ref = self._entities.get(eid)
+        if ref is None:
+            waiting = self._passivating.get(eid)
+            if waiting is not None:
+                waiting.append((message, sender))
+                return
+            ref = self._start_entity(eid)
+        if self._passivate is not None:
+            self._last[eid] = monotonic()
+        ref.tell(message, sender)
+
+    def _start_entity(self, eid: str) -> ActorRef:
+        ep = self._entity_props
+        props = ep if isinstance(ep, Props) else ep(eid)
+        if not isinstance(props, Props):
+            raise TypeError(f"entity_props({eid!r}) must return Props, not {type(props).__name__}")
+        assert self._token is not None
+        ref = self.context.actor_of(
+            LeasedProps.of(props, eid, self._token), quote(eid, safe="-_.~:@&=+,!*'")
+        )
+        self.context.watch(ref)
+        self._entities[eid] = ref
+        self._ids[ref] = eid
+        return ref
+
+    def _terminated(self, ref: ActorRef) -> None:
+        eid = self._ids.pop(ref, None)
+        if eid is None:
+            return
+        self._entities.pop(eid, None)
+        self._last.pop(eid, None)
+        waiting = self._passivating.pop(eid, None)
+        if self._handing_off:
+            if waiting:
+                self._buffer.extend((_Env(eid, msg), snd) for msg, snd in waiting)
+            if not self._entities:
+                self._release()
+            return
+        if waiting and self._token is not None:
+            # Messages that came while it passivated: start it again, in order.
+            for msg, snd in waiting:
+                self._deliver(eid, msg, snd)
+
+    def _passivate_idle(self) -> None:
+        if self._handing_off or self._passivate is None:
+            return
+        limit = monotonic() - self._passivate
+        for eid, at in list(self._last.items()):
+            if at <= limit and eid not in self._passivating:
+                self._passivating[eid] = []
+                del self._last[eid]
+                self._entities[eid].tell(self._stop_message, self.ref)
+
+    def _hand_off(self) -> None:
+        if self._handing_off:
+            return
+        self._handing_off = True
+        if self._token is None:
+            a = self._acquirer
+            if a is not None and not a.dead:
+                a.kill(block=False)
+            self._acquirer = None
+            if self._keeper.token is not None:
+                self._release()
+            else:
+                self._finish()
+            return
+        if not self._entities:
+            self._release()
+            return
+        for eid, ref in self._entities.items():
+            if eid not in self._passivating:
+                ref.tell(self._stop_message, self.ref)
+
+    def _release(self) -> None:
+        keeper, ref = self._keeper, self.ref
+        self._token = None
+
+        def release() -> None:
+            keeper.release()
+            ref.tell(_Released(), None)
+
+        gevent.spawn(release)
+
+    def _finish(self) -> None:
+        if self._done:
+            return
+        self._done = True
+        leftover = list(self._buffer)
+        self._buffer.clear()
+        self.context.parent.tell(_HandedOff(self._shard, leftover), self.ref)
+        self.context.stop(self.ref)
+
+
+# -- the region ----------------------------------------------------------------------------------
+class _Waiting:
+    # A shard whose messages this region holds back while it moves.
+    __slots__ = ("buffer", "local", "remote", "returned")
+
+    def __init__(self) -> None:
+        self.buffer: deque[tuple[Any, ActorRef | None]] = deque()
+        self.returned: deque[tuple[Any, ActorRef | None]] = deque()
+        self.local = False  # waiting for the local shard's hand-off
+        self.remote: str | None = None  # waiting for this node's _Drained
+
+
+class _Region(Actor):
+    def __init__(
+        self,
+        type_name: str,
+        entity_props: Props | Callable[[str], Props] | None,
+        extract: Callable[[Any], tuple[str, Any]] | None,
+        number_of_shards: int,
+        role: str | None,
+        passivate: float | None,
+        stop_message: Any,
+        store: LeaseStore,
+        lease_ttl: float,
+    ) -> None:
+        self._type = type_name
+        self._entity_props = entity_props
+        self._extract = extract
+        self._n = number_of_shards
+        self._role = role
+        self._passivate = passivate
+        self._stop_message = stop_message
+        self._store = store
+        self._ttl = lease_ttl
+        system = self.context.system
+        node = system._cluster_node
+        self._node_id: str = node.node_id
+        self._prefix = f"gactors://{system.name}@"
+        self._path = f"/system/sharding-{type_name}"
+        self._owners: list[str | None] = [None] * number_of_shards
+        self._members: set[str] = set()
+        self._regions: dict[str, ActorRef] = {}
+        self._shards: dict[int, ActorRef] = {}
+        self._last_dest: dict[int, str] = {}
+        self._waiting: dict[int, _Waiting] = {}
+        self._markers: dict[int, list[ActorRef]] = {}
+        self._leaving: Event | None = None
+        self._leave_not_before = 0.0
+        self._seen: tuple[tuple[Any, str], ...] = ()
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    def pre_start(self) -> None:
+        Cluster(self.context.system).subscribe(self.ref)
+        # A member turning "leaving" publishes no event: look at the view every
+        # heartbeat (in memory, no I/O) and recompute when it changed.
+        hb = self.context.system._cluster_node.settings.heartbeat_interval
+        self.timers.start_timer_with_fixed_delay("view", _VIEW_TICK, hb)
+
+    def post_stop(self) -> None:
+        Cluster(self.context.system).unsubscribe(self.ref)
+        system = self.context.system
+        for w in self._waiting.values():
+            for rm, snd in (*w.returned, *w.buffer):
+                system._dead_letter(rm.message, snd, self.ref)
+        self._waiting.clear()
+        if self._leaving is not None:
+            self._leaving.set()
+
+    # -- messages ----------------------------------------------------------------------------
+    def receive(self, m: Any) -> None:
+        t = type(m)
+        if t is ShardingEnvelope:
+            eid = m.entity_id
+            if type(eid) is not str:
+                self._bad(m, f"entity_id must be a str, not {type(eid).__name__}")
+                return
+            self._route(zlib.crc32(eid.encode()) % self._n, eid, m.message, self.context.sender, 0)
+        elif t is _RegionMsg:
+            self._route(m.shard, m.entity_id, m.message, self.context.sender, m.hops, m.host, m.src)
+        elif t is _Drain:
+            self._drain_request(m)
+        elif t is _Drained:
+            w = self._waiting.get(m.shard)
+            if w is not None and w.remote == m.node:
+                w.remote = None
+                self._resolve(m.shard, w)
+        elif t is _HandedOff:
+            self._handed_off(m)
+        elif t is Terminated:
+            for s, ref in list(self._shards.items()):
+                if ref == m.actor:
+                    # Stopped without a hand-off report (it failed): nothing to wait for.
+                    self._handed_off(_HandedOff(s, []))
+        elif t is _Leave:
+            self._leave(m.done)
+        elif isinstance(m, (CurrentClusterState, ClusterEvent)):
+            self._membership()
+        elif t is _ViewTick:
+            if self._view_key(Cluster(self.context.system).members) != self._seen:
+                self._membership()
+        else:
+            extract = self._extract
+            if extract is None:
+                self._bad(
+                    m,
+                    "a message to a sharding region must be a ShardingEnvelope (or give "
+                    "extract_entity_id)",
+                )
+                return
+            try:
+                eid, msg = extract(m)
+            except Exception as e:
+                self._bad(m, f"extract_entity_id failed: {type(e).__name__}: {e}")
+                return
+            if type(eid) is not str:
+                self._bad(m, f"extract_entity_id must return a str id, not {type(eid).__name__}")
+                return
+            self._route(zlib.crc32(eid.encode()) % self._n, eid, msg, self.context.sender, 0)
+
+    def _bad(self, m: Any, why: str) -> None:
+        _log.warning("sharding region %r: dead letter %r: %s", self._type, m, why)
+        self.context.system._dead_letter(m, self.context.sender, self.ref)
+
+    def _route(
+        self,
+        s: int,
+        eid: str,
+        msg: Any,
+        sender: ActorRef | None,
+        hops: int,
+        host: bool = False,
+        src: str = "",
+    ) -> None:
+        w = self._waiting.get(s)
+        if w is not None:
+            if len(w.buffer) + len(w.returned) < BUFFER_LIMIT:
+                # What the node being drained sends back was sent before anything
+                # buffered here (it left its senders before the drain marker came back).
+                target = w.returned if src and src == w.remote else w.buffer
+                target.append((_RegionMsg(s, eid, msg, hops, host), sender))
+            else:
+                self.context.system._dead_letter(msg, sender, self.ref)
+            return
+        owner = self._owners[s]
+        if host and self._entity_props is not None and self._leaving is None:
+            owner = self._node_id
+        if owner is None:
+            # No node hosts this type (yet): hold it until one joins.
+            w = self._waiting[s] = _Waiting()
+            w.buffer.append((_RegionMsg(s, eid, msg, hops, host), sender))
+            return
+        if owner == self._node_id:
+            shard = self._shards.get(s)
+            if shard is None:
+                shard = self._start_shard(s)
+            self._last_dest[s] = owner
+            shard.tell(_Env(eid, msg), sender)
+            return
+        if hops >= 3:
+            # Views disagree for longer than a few hops: do not ping-pong forever.
+            _log.warning(
+                "sharding region %r: shard %d bounced %d times (membership views disagree); "
+                "dead letter",
+                self._type,
+                s,
+                hops,
+            )
+            self.context.system._dead_letter(msg, sender, self.ref)
+            return
+        self._last_dest[s] = owner
+        self._region_of(owner).tell(
+            _RegionMsg(s, eid, msg, hops + 1, self._leaving is not None, self._node_id), sender
+        )
+
+    def _region_of(self, node: str) -> ActorRef:
+        ref = self._regions.get(node)
+        if ref is None:
+            from gactors._path import ActorPath
+
+            ref = self.context.system._cluster_node.remote_ref(
+                ActorPath.parse(self._prefix + node + self._path, self.context.system.name), 0
+            )
+            self._regions[node] = ref
+        return ref
+
+    def _start_shard(self, s: int) -> ActorRef:
+        assert self._entity_props is not None
+        ref = self.context.actor_of(
+            Props(
+                _Shard,
+                s,
+                self._entity_props,
+                self._passivate,
+                self._stop_message,
+                self._store,
+                f"shard:{self._type}:{s}",
+                self._node_id,
+                self._ttl,
+            ),
+            str(s),
+        )
+        self.context.watch(ref)
+        self._shards[s] = ref
+        return ref
+
+    # -- membership and rebalance ------------------------------------------------------------
+    @staticmethod
+    def _view_key(members: tuple[Any, ...]) -> tuple[tuple[Any, str], ...]:
+        return tuple((m.address.node, m.status) for m in members)
+
+    def _membership(self) -> None:
+        members = Cluster(self.context.system).members
+        self._seen = self._view_key(members)
+        self._members = {m.address.node for m in members if m.address.node is not None}
+        role = self._role
+        hosts = sorted(
+            m.address.node
+            for m in members
+            if m.address.node is not None
+            and m.status != "leaving"
+            and (role is None or role in m.roles)
+            and not (
+                m.address.node == self._node_id
+                and (self._entity_props is None or self._leaving is not None)
+            )
+        )
+        # This host counts itself even before its first view lists it.
+        if (
+            self._entity_props is not None
+            and self._leaving is None
+            and self._node_id not in hosts
+            and (role is None or role in _own_roles(self))
+        ):
+            hosts.append(self._node_id)
+            hosts.sort()
+        owners = allocate(self._type, self._n, hosts)
+        old = self._owners
+        self._owners = owners
+        for s in range(self._n):
+            if owners[s] == old[s] and s not in self._waiting:
+                continue
+            self._moved(s, owners[s])
+        for node in list(self._regions):
+            if node not in self._members:
+                del self._regions[node]
+        # A node removed while we waited for its confirmation: nothing more will come.
+        for s, w in list(self._waiting.items()):
+            if w.remote is not None and w.remote not in self._members:
+                w.remote = None
+                self._resolve(s, w)
+        self._check_left()
+
+    def _moved(self, s: int, owner: str | None) -> None:
+        w = self._waiting.get(s)
+        last = self._last_dest.get(s)
+        if w is None:
+            if last is None or last == owner:
+                return
+            w = self._waiting[s] = _Waiting()
+        if last is not None and last != owner:
+            del self._last_dest[s]
+            if last == self._node_id:
+                shard = self._shards.get(s)
+                if shard is not None:
+                    w.local = True
+                    shard.tell(_HandOff(), self.ref)
+            elif last in self._members:
+                w.remote = last
+                self._region_of(last).tell(_Drain(s, self.ref), self.ref)
+        self._resolve(s, w)
+
+    def _resolve(self, s: int, w: _Waiting) -> None:
+        if w.local or w.remote is not None or self._owners[s] is None:
+            return
+        del self._waiting[s]
+        buf = w.returned
+        buf.extend(w.buffer)
+        while buf:
+            rm, snd = buf.popleft()
+            self._route(rm.shard, rm.entity_id, rm.message, snd, rm.hops, rm.host)
+            if s in self._waiting:
+                # Moved again meanwhile: the rest waits behind what was routed.
+                self._waiting[s].buffer.extend(buf)
+                buf.clear()
+                return
+        for reply_to in self._markers.pop(s, ()):
+            reply_to.tell(_Drained(s, self._node_id), self.ref)
+        self._check_left()
+
+    def _drain_request(self, m: _Drain) -> None:
+        # Everything the asker sent before this marker has been routed already (one
+        # path, in order) unless it sits in a buffer here: then confirm after it.
+        if m.shard in self._waiting:
+            self._markers.setdefault(m.shard, []).append(m.reply_to)
+        else:
+            m.reply_to.tell(_Drained(m.shard, self._node_id), self.ref)
+
+    def _handed_off(self, m: _HandedOff) -> None:
+        s = m.shard
+        ref = self._shards.pop(s, None)
+        if ref is not None:
+            self.context.unwatch(ref)
+        w = self._waiting.get(s)
+        if w is None:
+            w = self._waiting[s] = _Waiting()
+        # What the shard could not deliver goes first.
+        w.buffer.extendleft(
+            (_RegionMsg(s, env.entity_id, env.message, 0), snd) for env, snd in reversed(m.leftover)
+        )
+        w.local = False
+        if self._last_dest.get(s) == self._node_id:
+            del self._last_dest[s]
+        self._resolve(s, w)
+        self._check_left()
+
+    def _leave(self, done: Event) -> None:
+        self._leaving = done
+        # The others stop sending here once their view shows this node leaving (a
+        # heartbeat or two); until then this region forwards what still arrives.
+        hb = self.context.system._cluster_node.settings.heartbeat_interval
+        self._leave_not_before = monotonic() + 4 * hb + 0.2
+        _log.info("sharding region %r on %s: handing off its shards", self._type, self._node_id)
+        self._membership()
+
+    def _check_left(self) -> None:
+        done = self._leaving
+        if (
+            done is not None
+            and not self._shards
+            and not any(w.local for w in self._waiting.values())
+        ):
+            wait = self._leave_not_before - monotonic()
+            if wait > 0:
+                gevent.spawn_later(wait, done.set)
+            else:
+                done.set()
+
+
+def _own_roles(actor: Actor) -> tuple[str, ...]:
+    roles: tuple[str, ...] = actor.context.system._cluster_node.settings.roles
+    return roles
+
+
+# -- the public API ------------------------------------------------------------------------------
+class EntityRef:
+    """A reference to the entity ``entity_id`` of a sharded type: ``tell`` and ``ask``
+    go through this node's region (created on first message wherever it runs)."""
+
+    __slots__ = ("entity_id", "region", "type_name")
+
+    def __init__(self, region: ActorRef, type_name: str, entity_id: str) -> None:
+        self.region = region
+        self.type_name = type_name
+        self.entity_id = entity_id
+
+    def tell(self, message: Any, sender: ActorRef | _Implicit | None = IMPLICIT) -> None:
+        """Send ``message`` to the entity (at most once; in order per sender). Like
+        ``ActorRef.tell``, the sender defaults to the calling actor (None outside one)."""
+        self.region.tell(ShardingEnvelope(self.entity_id, message), sender)
+
+    def ask(
+        self, message: Any, *, timeout: float | object | None = _DEFAULT_TIMEOUT, block: bool = True
+    ) -> Any:
+        """Send ``message`` and wait for the entity's reply (like ``ActorRef.ask``:
+        same timeouts; ``block=False`` returns a Future)."""
+        return self.region.ask(
+            ShardingEnvelope(self.entity_id, message), timeout=timeout, block=block
+        )
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            isinstance(other, EntityRef)
+            and other.type_name == self.type_name
+            and other.entity_id == self.entity_id
+            and other.region == self.region
+        )
+
+    def __hash__(self) -> int:
+        return hash((self.type_name, self.entity_id))
+
+    def __repr__(self) -> str:
+        return f"EntityRef({self.type_name!r}, {self.entity_id!r})"
+
+
+class ClusterSharding:
+    """The sharded entity types of ``system`` (the same object each time).
+
+    Raises :class:`~gactors.ClusterError` if the system is not a cluster node.
+    """
+
+    __slots__ = ("__weakref__", "_regions", "_store", "_system")
+
+    _system: ActorSystem
+    _store: LeaseStore | None
+    _regions: dict[str, ActorRef]
+
+    def __new__(cls, system: ActorSystem) -> ClusterSharding:
+        Cluster(system)  # ClusterError without a cluster
+        inst = _instances.get(system)
+        if inst is None:
+            inst = object.__new__(cls)
+            inst._system = system
+            inst._store = None
+            inst._regions = {}
+            _instances[system] = inst
+        return inst
+
+    def start(
+        self,
+        type_name: str,
+        entity_props: Props | Callable[[str], Props],
+        extract_entity_id: Callable[[Any], tuple[str, Any]] | None = None,
+        number_of_shards: int = 100,
+        role: str | None = None,
+        passivate_idle_after: float | None = 120.0,
+        stop_message: Any = PoisonPill,
+    ) -> ActorRef:
+        """Host entities of ``type_name`` on this node and return its region.
+
+        ``entity_props`` is a ``Props`` or a callable ``entity_id -> Props``. Messages
+        to the region are :class:`ShardingEnvelope`\\ s unless ``extract_entity_id``
+        (``message -> (entity_id, message)``) is given. Every hosting node calls it with
+        the same ``number_of_shards`` and ``role`` (this node must have ``role``).
+        Entities start on their first message, stop with ``stop_message`` after
+        ``passivate_idle_after`` idle seconds (None: never), and move when nodes
+        join or leave (their messages meanwhile are buffered and delivered in order).
+        """
+        if not (isinstance(entity_props, Props) or callable(entity_props)):
+            raise TypeError(
+                f"entity_props must be Props or a callable entity_id -> Props, not "
+                f"{type(entity_props).__name__}"
+            )
+        if passivate_idle_after is not None and (
+            isinstance(passivate_idle_after, bool)
+            or not isinstance(passivate_idle_after, (int, float))
+            or not passivate_idle_after > 0
+        ):
+            raise ValueError(
+                f"passivate_idle_after must be None or a number of seconds > 0, not "
+                f"{passivate_idle_after!r}"
+            )
+        self._check(type_name, extract_entity_id, number_of_shards, role)
+        roles = self._system._cluster_node.settings.roles
+        if role is not None and role not in roles:
+            raise ValueError(
+                f"start({type_name!r}) needs this node to have the role {role!r} (its roles: "
+                f"{list(roles)}); a node that only sends calls start_proxy"
+            )
+        return self._start(
+            type_name,
+            entity_props,
+            extract_entity_id,
+            number_of_shards,
+            role,
+            None if passivate_idle_after is None else float(passivate_idle_after),
+            stop_message,
+        )
+
+    def start_proxy(
+        self,
+        type_name: str,
+        extract_entity_id: Callable[[Any], tuple[str, Any]] | None = None,
+        number_of_shards: int = 100,
+        role: str | None = None,
+    ) -> ActorRef:
+        """A region that only sends to the entities of ``type_name`` hosted elsewhere
+        (on the nodes with ``role``, which this node must not have)."""
+        self._check(type_name, extract_entity_id, number_of_shards, role)
+        roles = self._system._cluster_node.settings.roles
+        if role is None or role in roles:
+            raise ValueError(
+                f"start_proxy({type_name!r}, role={role!r}): this node would be one of the "
+                "hosts (every member with the role hosts; role=None: every member); call "
+                "start here, or give the hosts a role this node does not have"
+            )
+        return self._start(
+            type_name, None, extract_entity_id, number_of_shards, role, None, PoisonPill
+        )
+
+    @staticmethod
+    def _check(type_name: Any, extract: Any, n: Any, role: Any) -> None:
+        if not isinstance(type_name, str) or not type_name or "/" in type_name:
+            raise ValueError(f"type_name must be a non-empty str without '/', not {type_name!r}")
+        if extract is not None and not callable(extract):
+            raise TypeError(f"extract_entity_id must be callable, not {type(extract).__name__}")
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise ValueError(f"number_of_shards must be an int >= 1, not {n!r}")
+        if role is not None and (not isinstance(role, str) or not role):
+            raise ValueError(f"role must be None or a non-empty str, not {role!r}")
+
+    def _start(self, *args: Any) -> ActorRef:
+        system = self._system
+        if system._tid == get_ident():
+            return self._start_in_hub(*args)
+        return system._run_in_hub(self._start_in_hub, *args)  # type: ignore[no-any-return]
+
+    def _start_in_hub(
+        self,
+        type_name: str,
+        entity_props: Any,
+        extract: Any,
+        n: int,
+        role: str | None,
+        passivate: float | None,
+        stop_message: Any,
+    ) -> ActorRef:
+        known = self._regions.get(type_name)
+        if known is not None:
+            return known
+        system = self._system
+        node = system._cluster_node
+        if self._store is None:
+            self._store = node.backend.leases(8)
+        region = system._system_cell.attach_child(
+            Props(
+                _Region,
+                type_name,
+                entity_props,
+                extract,
+                n,
+                role,
+                passivate,
+                stop_message,
+                self._store,
+                node.settings.lease_ttl,
+            ),
+            f"sharding-{type_name}",
+        )
+        self._regions[type_name] = region
+        if entity_props is not None:
+
+            def hand_off() -> Event:
+                done = Event()
+                region.tell(_Leave(done), None)
+                return done
+
+            node.leave_hooks.append(hand_off)
+        return region
+
+    def shard_region(self, type_name: str) -> ActorRef:
+        """The region of ``type_name`` on this node (``start``/``start_proxy`` first)."""
+        region = self._regions.get(type_name)
+        if region is None:
+            raise ValueError(
+                f"no sharding region {type_name!r} on this node: call start or start_proxy first"
+            )
+        return region
+
+    def entity_ref(self, type_name: str, entity_id: str) -> EntityRef:
+        """An :class:`EntityRef` to ``entity_id`` of ``type_name`` (through this
+        node's region)."""
+        if not isinstance(entity_id, str):
+            raise TypeError(f"entity_id must be a str, not {type(entity_id).__name__}")
+        return EntityRef(self.shard_region(type_name), type_name, entity_id)
+
+    def __repr__(self) -> str:
+        return f"<ClusterSharding of {self._system.name!r}>"
