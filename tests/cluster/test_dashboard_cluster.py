@@ -30,6 +30,7 @@ import gactors.contrib.dashboard as dashboard
 from gactors import Actor, ActorSystem, Props
 from gactors.cluster import Cluster, ClusterSharding, ClusterSingleton
 from gactors.contrib.dashboard import DashboardApp
+
 from ._nodeproc import NodeProc
 
 pytestmark = [pytest.mark.timeout(120)]
@@ -224,7 +225,7 @@ def test_api_state_members_trees_singleton_and_shards(served: Served) -> None:
     assert sum(summary["allocation"].values()) == SHARDS
     assert set(summary["allocation"]) <= {served.a_address, b.address}
     assert summary["entities"] == len(entities)
-    for s, (addr, _) in by_shard.items():
+    for addr, _ in by_shard.values():
         assert summary["allocation"].get(addr, 0) > 0
 
 
@@ -246,10 +247,12 @@ def test_a_large_node_answers_with_a_summary(served: Served) -> None:
     assert n["totals"]["actors"] >= 10_000
     # Closed, it is one row with its child count.
     n = wait_for(
-        lambda: (x := node_entry(served.state(), b.address)) is not None
-        and x["tree"] is not None
-        and "more" not in {r["path"]: r for r in x["tree"]}["/user/big"]
-        and x,
+        lambda: (
+            (x := node_entry(served.state(), b.address)) is not None
+            and x["tree"] is not None
+            and "more" not in {r["path"]: r for r in x["tree"]}["/user/big"]
+            and x
+        ),
         15,
         "B's tree with /user/big closed",
     )
