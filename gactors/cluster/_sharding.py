@@ -9,7 +9,11 @@ Shape (every name below is internal):
   are not leaving; unreachable ones stay owners until they are downed. Every node
   computes the same answer from the same membership view, and a join or leave moves
   only the shards the joining/leaving node wins/loses. Messages for a shard of this
-  node go to the local *shard* actor, the others to the owner's region.
+  node go to the local *shard* actor, the others to the owner's region, in *batches*
+  per node: what the region's mailbox holds when it gets to its own flush marker (at
+  most ``BATCH_LIMIT``) travels as one wire message, each sender once; the receiving
+  region routes the batch in order and hands each local shard its part as one message.
+  A drain marker or a leave flushes first, so batches never overtake or trail them.
 * A *shard* actor ``/system/sharding-<type>/<n>`` runs the shard's entities (its
   children, created on their first message) only while it holds the lease
   ``shard:<type>:<n>`` (fencing token in ``self.context.fencing_token`` of each
@@ -77,6 +81,7 @@ from gactors.cluster._lease import LeasedProps, LeaseKeeper
 from gactors.cluster._seam import LeaseStore
 from gactors.cluster._serialization import register_message
 from gactors.cluster._singleton import poll_interval
+from gactors.exceptions import SerializationError
 
 if TYPE_CHECKING:
     from gactors._system import ActorSystem
@@ -116,6 +121,67 @@ class _RegionMsg(NamedTuple):
     src: str = ""
 
 
+@register_message(tag="gactors.cluster.sharding.Batch")
+class _RegionBatch(NamedTuple):
+    # Messages one region forwards to another, gathered while its mailbox had more
+    # (one wire message, one decode and one mailbox hop per batch instead of per
+    # message). flat: shard, entity_id, message, sender index (-1: no sender), hops,
+    # then the next message..., in the order sent; each sender travels once per batch
+    # in senders (a flat list of plain values costs the codec least per message).
+    flat: list[Any]
+    senders: list[ActorRef]
+    host: bool
+    src: str
+
+
+class _Out:
+    # A batch being gathered for one node (the wire form of _RegionBatch).
+    __slots__ = ("flat", "index", "last", "last_i", "senders")
+
+    def __init__(self) -> None:
+        self.flat: list[Any] = []
+        self.senders: list[ActorRef] = []
+        self.index: dict[ActorRef, int] = {}
+        self.last: ActorRef | None = None
+        self.last_i = -1
+
+    def add(self, s: int, eid: str, msg: Any, snd: ActorRef | None, hops: int) -> int:
+        if snd is None:
+            i = -1
+        elif snd is self.last:
+            i = self.last_i
+        else:
+            got = self.index.get(snd)
+            if got is None:
+                got = self.index[snd] = len(self.senders)
+                self.senders.append(snd)
+            i = self.last_i = got
+            self.last = snd
+        flat = self.flat
+        flat += (s, eid, msg, i, hops)
+        return len(flat)
+
+    def messages(self) -> list[tuple[int, str, Any, ActorRef | None, int]]:
+        f, snd = self.flat, self.senders
+        return [
+            (f[k], f[k + 1], f[k + 2], snd[f[k + 3]] if f[k + 3] >= 0 else None, f[k + 4])
+            for k in range(0, len(f), 5)
+        ]
+
+
+#: The most messages in one batch between regions (bounds the wire message and the
+#: latency of the first one).
+BATCH_LIMIT = 200
+_FLAT_LIMIT = 5 * BATCH_LIMIT
+
+
+class _Flush:
+    __slots__ = ()
+
+
+_FLUSH = _Flush()
+
+
 @register_message(tag="gactors.cluster.sharding.Drain")
 @dataclass(frozen=True, slots=True)
 class _Drain:
@@ -137,6 +203,14 @@ class _Env:
     def __init__(self, entity_id: str, message: Any) -> None:
         self.entity_id = entity_id
         self.message = message
+
+
+class _Envs:
+    # The messages for one shard out of one batch from another region, in order.
+    __slots__ = ("items",)
+
+    def __init__(self, items: list[tuple[_Env, ActorRef | None]]) -> None:
+        self.items = items
 
 
 class _Acquired:
@@ -274,13 +348,11 @@ class _Shard(Actor):
     def receive(self, m: Any) -> None:
         t = type(m)
         if t is _Env:
-            if self._token is None or self._handing_off:
-                if len(self._buffer) < BUFFER_LIMIT:
-                    self._buffer.append((m, self.context.sender))
-                else:
-                    self.context.system._dead_letter(m.message, self.context.sender, self.ref)
-                return
-            self._deliver(m.entity_id, m.message, self.context.sender)
+            self._env(m, self.context.sender)
+        elif t is _Envs:
+            env = self._env
+            for e, snd in m.items:
+                env(e, snd)
         elif t is _Acquired:
             self._acquirer = None
             if self._handing_off:
@@ -314,6 +386,15 @@ class _Shard(Actor):
                 self._finish()
         else:
             self.unhandled(m)
+
+    def _env(self, m: _Env, sender: ActorRef | None) -> None:
+        if self._token is None or self._handing_off:
+            if len(self._buffer) < BUFFER_LIMIT:
+                self._buffer.append((m, sender))
+            else:
+                self.context.system._dead_letter(m.message, sender, self.ref)
+            return
+        self._deliver(m.entity_id, m.message, sender)
 
     def _deliver(self, eid: str, message: Any, sender: ActorRef | None) -> None:
         ref = self._entities.get(eid)
@@ -459,6 +540,10 @@ class _Region(Actor):
         self._leaving: Event | None = None
         self._leave_not_before = 0.0
         self._seen: tuple[tuple[Any, str], ...] = ()
+        self._out: dict[str, _Out] = {}
+        self._flush_scheduled = False
+        # While a batch is routed: shard -> (its ref, its messages from the batch).
+        self._collect: dict[int, tuple[ActorRef, list[tuple[_Env, ActorRef | None]]]] | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------
     def pre_start(self) -> None:
@@ -471,6 +556,14 @@ class _Region(Actor):
     def post_stop(self) -> None:
         Cluster(self.context.system).unsubscribe(self.ref)
         system = self.context.system
+        try:
+            self._flush()
+        except Exception:
+            _log.exception("sharding region %r: cannot send its last batch", self._type)
+            for out in self._out.values():
+                for _s, _eid, msg, snd, _hops in out.messages():
+                    system._dead_letter(msg, snd, self.ref)
+            self._out.clear()
         for w in self._waiting.values():
             for rm, snd in (*w.returned, *w.buffer):
                 system._dead_letter(rm.message, snd, self.ref)
@@ -487,6 +580,34 @@ class _Region(Actor):
                 self._bad(m, f"entity_id must be a str, not {type(eid).__name__}")
                 return
             self._route(zlib.crc32(eid.encode()) % self._n, eid, m.message, self.context.sender, 0)
+        elif t is _RegionBatch:
+            # The batch's messages for local shards go to each shard as one message.
+            route, host, src = self._route, m.host, m.src
+            collect: dict[int, tuple[ActorRef, list[tuple[_Env, ActorRef | None]]]] = {}
+            self._collect = collect
+            try:
+                f, senders = m.flat, m.senders
+                for k in range(0, len(f), 5):
+                    i = f[k + 3]
+                    route(
+                        f[k],
+                        f[k + 1],
+                        f[k + 2],
+                        senders[i] if i >= 0 else None,
+                        f[k + 4],
+                        host,
+                        src,
+                    )
+            finally:
+                self._collect = None
+                for shard, items in collect.values():
+                    if len(items) == 1:
+                        shard.tell(items[0][0], items[0][1])
+                    else:
+                        shard.tell(_Envs(items), self.ref)
+        elif t is _Flush:
+            self._flush_scheduled = False
+            self._flush()
         elif t is _RegionMsg:
             self._route(m.shard, m.entity_id, m.message, self.context.sender, m.hops, m.host, m.src)
         elif t is _Drain:
@@ -566,7 +687,14 @@ class _Region(Actor):
             if shard is None:
                 shard = self._start_shard(s)
             self._last_dest[s] = owner
-            shard.tell(_Env(eid, msg), sender)
+            collect = self._collect
+            if collect is None:
+                shard.tell(_Env(eid, msg), sender)
+            else:
+                c = collect.get(s)
+                if c is None:
+                    c = collect[s] = (shard, [])
+                c[1].append((_Env(eid, msg), sender))
             return
         if hops >= 3:
             # Views disagree for longer than a few hops: do not ping-pong forever.
@@ -580,9 +708,48 @@ class _Region(Actor):
             self.context.system._dead_letter(msg, sender, self.ref)
             return
         self._last_dest[s] = owner
-        self._region_of(owner).tell(
-            _RegionMsg(s, eid, msg, hops + 1, self._leaving is not None, self._node_id), sender
-        )
+        # Gathered per node and sent as one batch once the mailbox got to the flush
+        # marker told to self now (everything already queued is batched with it), or
+        # when the batch is full. Anything else sent to that region (a drain marker)
+        # flushes first, so the batch keeps its place on the one ordered path.
+        out = self._out.get(owner)
+        if out is None:
+            out = self._out[owner] = _Out()
+        if out.add(s, eid, msg, sender, hops + 1) >= _FLAT_LIMIT:
+            self._flush_to(owner)
+        elif not self._flush_scheduled:
+            self._flush_scheduled = True
+            self.ref.tell(_FLUSH, None)
+
+    def _flush(self) -> None:
+        for node in list(self._out):
+            self._flush_to(node)
+
+    def _flush_to(self, node: str) -> None:
+        out = self._out.pop(node, None)
+        if out is None or not out.flat:
+            return
+        ref = self._region_of(node)
+        host = self._leaving is not None
+        try:
+            ref.tell(_RegionBatch(out.flat, out.senders, host, self._node_id), self.ref)
+        except SerializationError:
+            # One of them cannot travel (or the batch is too big): send one by one so
+            # only the unusable ones become dead letters.
+            for s, eid, msg, snd, hops in out.messages():
+                try:
+                    one = _RegionBatch(
+                        [s, eid, msg, -1 if snd is None else 0, hops],
+                        [] if snd is None else [snd],
+                        host,
+                        self._node_id,
+                    )
+                    ref.tell(one, self.ref)
+                except SerializationError as e:
+                    _log.warning(
+                        "sharding region %r: dead letter for entity %r: %s", self._type, eid, e
+                    )
+                    self.context.system._dead_letter(msg, snd, self.ref)
 
     def _region_of(self, node: str) -> ActorRef:
         ref = self._regions.get(node)
@@ -678,6 +845,7 @@ class _Region(Actor):
                     shard.tell(_HandOff(), self.ref)
             elif last in self._members:
                 w.remote = last
+                self._flush_to(last)  # the marker goes after everything sent before it
                 self._region_of(last).tell(_Drain(s, self.ref), self.ref)
         self._resolve(s, w)
 
@@ -726,6 +894,7 @@ class _Region(Actor):
         self._check_left()
 
     def _leave(self, done: Event) -> None:
+        self._flush()  # what was gathered before the leave goes without the host flag
         self._leaving = done
         # The others stop sending here once their view shows this node leaving (a
         # heartbeat or two); until then this region forwards what still arrives.
@@ -741,6 +910,7 @@ class _Region(Actor):
             and not self._shards
             and not any(w.local for w in self._waiting.values())
         ):
+            self._flush()
             wait = self._leave_not_before - monotonic()
             if wait > 0:
                 gevent.spawn_later(wait, done.set)
