@@ -542,6 +542,8 @@ class _Region(Actor):
         self._seen: tuple[tuple[Any, str], ...] = ()
         self._out: dict[str, _Out] = {}
         self._flush_scheduled = False
+        # The actor's mailbox (read in receive only, in the hub like every mailbox use).
+        self._mailbox = self.context._cell.ensure_mailbox()
         # While a batch is routed: shard -> (its ref, its messages from the batch).
         self._collect: dict[int, tuple[ActorRef, list[tuple[_Env, ActorRef | None]]]] | None = None
 
@@ -715,7 +717,9 @@ class _Region(Actor):
         out = self._out.get(owner)
         if out is None:
             out = self._out[owner] = _Out()
-        if out.add(s, eid, msg, sender, hops + 1) >= _FLAT_LIMIT:
+        if out.add(s, eid, msg, sender, hops + 1) >= _FLAT_LIMIT or not self._mailbox:
+            # Full, or nothing else queued to gather: no reason to wait (a lone message,
+            # e.g. the first one to an entity, does not pay a trip through the mailbox).
             self._flush_to(owner)
         elif not self._flush_scheduled:
             self._flush_scheduled = True

@@ -166,3 +166,45 @@ def test_rendezvous_allocation_is_stable_and_minimal() -> None:
     assert all(x == "n2" for x, y in zip(a, c, strict=True) if x != y)
     # crc32, not Python's per-process hash: the same shard on every node.
     assert shard_of("user-1", 100) == zlib.crc32(b"user-1") % 100
+
+
+class Recorder(Actor):
+    def __init__(self) -> None:
+        self.seen: list[Any] = []
+
+    def receive(self, m: Any) -> None:
+        if m == "get":
+            self.sender.tell(list(self.seen))
+        else:
+            self.seen.append(m)
+
+
+def test_batches_to_another_node_keep_order_and_dead_letter_what_cannot_travel(
+    redis_url: str,
+) -> None:
+    # A sending-only node (start_proxy) forwards in batches to the host's region: the
+    # order per entity holds across batches, and a message that cannot be serialized
+    # is a dead letter on the sending node while the rest of its batch arrives.
+    name = f"b{uuid.uuid4().hex[:10]}"
+    host = ActorSystem(name, config={"cluster": dict(FAST, url=redis_url, roles=["host"])})
+    client = ActorSystem(name, config={"cluster": dict(FAST, url=redis_url)})
+    try:
+        ClusterSharding(host).start("rec", Props(Recorder), passivate_idle_after=None)
+        region = ClusterSharding(client).start_proxy("rec", role="host")
+        probe = TestProbe(client)
+        client.event_stream.subscribe(probe.ref, DeadLetter)
+        refs = [ClusterSharding(client).entity_ref("rec", f"e{i}") for i in range(5)]
+        assert refs[0].ask("get", timeout=20) == []  # the host is known and runs
+        bad = object()
+        for n in range(2000):
+            refs[n % 5].tell(n)
+            if n == 777:
+                region.tell(ShardingEnvelope("e2", bad), None)
+        dl = probe.expect_msg_type(DeadLetter, 10)
+        assert dl.message is bad
+        for i, r in enumerate(refs):
+            assert r.ask("get", timeout=20) == list(range(i, 2000, 5))
+    finally:
+        for s in (client, host):
+            s.terminate()
+            s.await_termination(15)
