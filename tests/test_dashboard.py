@@ -24,7 +24,7 @@ import pytest
 
 import gactors.contrib as contrib
 from gactors import Actor, ActorSystem, Directive, HubBlocked, OneForOneStrategy, Props
-from gactors.contrib.dashboard import DashboardApp, _cluster_state
+from gactors.contrib.dashboard import DashboardApp, _cluster_members, _cluster_state
 
 TOKEN = "s3cret-token"
 
@@ -473,6 +473,7 @@ def test_without_a_system_it_uses_the_worker_system(system: ActorSystem) -> None
 
 def test_no_cluster_no_cluster_import(system: ActorSystem) -> None:
     assert _cluster_state(system) is None
+    assert _cluster_members(system) is None
     modules = "gactors.contrib.dashboard"
     if importlib.util.find_spec("prometheus_client") is not None:
         modules += ", gactors.contrib.prometheus"

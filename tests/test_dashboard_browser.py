@@ -230,14 +230,26 @@ def _cluster_shape(system: ActorSystem) -> dict[str, Any]:
             {"address": "gactors://shop@node-b", "status": "unreachable", "roles": ["jobs"]},
         ],
         "nodes": [
-            {"address": "gactors://shop@node-b", "tree": remote_tree, "error": None},
-            {"address": "gactors://shop@node-c", "tree": None, "error": "node is unreachable"},
+            {"address": "gactors://shop@node-a", "status": "up", "tree": [], "totals": None,
+             "pid": 1, "as_of": 0, "truncated": False, "error": None},
+            {"address": "gactors://shop@node-b", "status": "up", "tree": remote_tree,
+             "totals": {"actors": 3, "mailbox": 7, "max_mailbox": 7, "restarts": 2,
+                        "truncated": False},
+             "pid": 4242, "as_of": 0, "truncated": False, "error": None},
+            {"address": "gactors://shop@node-c", "status": "unreachable", "tree": None,
+             "totals": None, "pid": None, "as_of": None, "truncated": False,
+             "error": "unreachable (no heartbeat): not asked"},
         ],
-        "singletons": [{"name": "scheduler", "node": "gactors://shop@node-b"}],
+        "singletons": [{"name": "scheduler", "node": "gactors://shop@node-b", "token": 7}],
+        "sharding": [
+            {"type_name": "cart", "number_of_shards": 100, "role": None,
+             "allocation": {"gactors://shop@node-a": 100}, "running": 1, "entities": 3}
+        ],
         "shards": [
-            {"type_name": "cart", "shard": "17", "node": "gactors://shop@node-a", "entities": 3}
+            {"type_name": "cart", "shard": 17, "node": "gactors://shop@node-a", "entities": 3,
+             "token": 9, "state": "running"}
         ],
-    }
+    }  # fmt: skip
 
 
 def test_the_cluster_part_of_the_page(
@@ -253,18 +265,86 @@ def test_the_cluster_part_of_the_page(
     page.wait_for_selector("#status.live")
     assert page.locator("#cluster").is_hidden()
 
-    monkeypatch.setattr(dashboard, "_cluster_state", _cluster_shape)
+    monkeypatch.setattr(dashboard, "_cluster_state", lambda system, *args: _cluster_shape(system))
     expect(page.locator("#cluster")).to_be_visible()
     members = page.inner_text("#members tbody")
     assert "gactors://shop@node-a (this node)" in members and "web" in members
     assert "unreachable" in members and "jobs" in members
-    assert page.inner_text("#singletons") == "scheduler → gactors://shop@node-b"
-    assert page.inner_text("#shards") == "cart/17 → gactors://shop@node-a (3 entities)"
+    assert page.inner_text("#singletons") == "scheduler → gactors://shop@node-b · token 7"
+    expect(page.locator("#shards")).to_contain_text("cart — 1 of 100 shards running, 3 entities")
+    expect(page.locator("#shards")).to_contain_text("gactors://shop@node-a: 1 shards, 3 entities")
+    page.click("#shards summary")
+    expect(page.locator("#shards .shard-list")).to_have_text(
+        "cart/17 → gactors://shop@node-a (3 entities)"
+    )
     trees = page.locator("#cluster-trees")
     expect(trees).to_contain_text("Node gactors://shop@node-b")
     billing = trees.locator('li[data-path="/user/billing"] > .row')
     expect(billing).to_contain_text("mailbox 7")
     assert "restarted" in (billing.get_attribute("class") or "")
-    expect(trees).to_contain_text("node is unreachable")
+    expect(trees).to_contain_text("unreachable (no heartbeat): not asked")
+    expect(trees).to_contain_text("pid 4242 · 3 actors")
     # The local tree is still the local one.
     assert page.locator('#tree li[data-path="/user/billing"]').count() == 0
+
+
+def test_a_real_cluster_in_chromium(browser: Any, request: pytest.FixtureRequest) -> None:
+    """Node A (this process) serves the page; node B is a process of its own: the page
+    shows both members and B's tree, fetched from B, and expands a node of B's tree."""
+    pytest.importorskip("redis")
+    pytest.importorskip("msgspec")
+    import uuid
+
+    from cluster._nodeproc import NodeProc  # tests/cluster (tests/ is on sys.path)
+    from playwright.sync_api import expect
+
+    from gactors.cluster import Cluster
+
+    url = request.getfixturevalue("redis_url")
+    fast = {"heartbeat_interval": 0.2, "unreachable_after": 1.0, "down_after": 2.0}
+    name = f"shop{uuid.uuid4().hex[:6]}"
+    a = ActorSystem(name, config={"cluster": dict(fast, url=url, roles=["web"])})
+    server = WSGIServer(("127.0.0.1", 0), DashboardApp(a, token=TOKEN), log=None)
+    server.start()
+    b = None
+    try:
+        b = NodeProc(url, name, roles=["worker"], **fast)
+        assert b.command(cmd="spawn", name="billing")["ok"]
+        a.actor_of(Props(Service), "orders")
+        page = browser.new_page(viewport={"width": 1360, "height": 900})
+        page.set_default_timeout(15_000)
+        page.goto(f"http://127.0.0.1:{server.server_port}/?token={TOKEN}")
+        expect(page.locator("#cluster")).to_be_visible()
+        members = page.locator("#members tbody")
+        a_address = str(Cluster(a).self_address)
+        expect(members).to_contain_text(f"{a_address} (this node)")
+        expect(members).to_contain_text(b.address)
+        expect(members).to_contain_text("worker")
+        node_b = page.locator(f'#cluster-trees div[data-node="{b.address}"]')
+        expect(node_b).to_contain_text(f"pid {b.pid}")
+        expect(node_b.locator('li[data-path="/user/billing"] > .row')).to_be_visible()
+        # Only B has billing; only A has orders.
+        assert page.locator('#tree li[data-path="/user/billing"]').count() == 0
+        assert node_b.locator('li[data-path="/user/orders"]').count() == 0
+        # B's /system, expanded from A's page: B's inspector is there.
+        node_b.locator('li[data-path="/system"] > .row .toggle').click()
+        expect(node_b.locator('li[data-path="/system/inspector"]')).to_be_visible()
+        _screenshot_cluster(page, a, node_b)
+    finally:
+        server.stop(timeout=1)
+        if b is not None:
+            b.close()
+        a.terminate()
+        assert a.await_termination(15)
+
+
+def _screenshot_cluster(page: Any, system: ActorSystem, node_b: Any) -> None:
+    target = os.environ.get("GACTORS_DASHBOARD_CLUSTER_SCREENSHOT")
+    if not target:
+        return
+    for i in range(5):
+        system.dead_letters.tell(i)
+    gevent.sleep(2.0)
+    Path(target).parent.mkdir(parents=True, exist_ok=True)
+    page.set_viewport_size({"width": 1360, "height": 900})
+    page.screenshot(path=target, full_page=False)

@@ -233,6 +233,11 @@ class ClusterNode:
         self._hb_done.acquire()
         start_new_thread(self._heartbeat_thread, (self.backend.membership(),))
         self.system._termination_hooks.append(self._on_system_terminated)
+        # /system/inspector: what the dashboards of the other nodes ask for this node's
+        # tree and placement (read-only; idle until asked).
+        from gactors.cluster._inspect import start_inspector
+
+        start_inspector(self.system)
         _log.info(
             "cluster node %s joined %s (%d member(s))",
             self.address_str,

@@ -87,7 +87,7 @@ from gactors.exceptions import SerializationError
 if TYPE_CHECKING:
     from gactors._system import ActorSystem
 
-__all__ = ["ClusterSharding", "EntityRef", "ShardingEnvelope"]
+__all__ = ["ClusterSharding", "EntityRef", "ShardingEnvelope", "local_shards"]
 
 _log = logging.getLogger("gactors.cluster.sharding")
 
@@ -1142,3 +1142,67 @@ class ClusterSharding:
 
     def __repr__(self) -> str:
         return f"<ClusterSharding of {self._system.name!r}>"
+
+
+def local_shards(system: ActorSystem) -> list[dict[str, Any]]:
+    """What this node's sharding regions know, for the node's inspector (internal).
+
+    One entry per region started here (``start`` or ``start_proxy``)::
+
+        {"type_name": str, "number_of_shards": int, "role": str | None,
+         "hosting": bool,                      # start (True) or start_proxy (False)
+         "allocation": {address: shards},      # where this region sends each shard now
+         "shards": [{"shard": int, "entities": int, "token": int | None,
+                     "state": "running" | "waiting for lease" | "handing off"}]}
+
+    ``allocation`` is the region's own view (rendezvous hashing over the hosting
+    members it sees); ``shards`` are the shard actors that exist on this node. Read in
+    the hub thread (cells are only touched there), without any I/O.
+    """
+    inst = _instances.get(system)
+    if inst is None:
+        return []
+    out: list[dict[str, Any]] = []
+    children = system._system_cell.child_cells
+    prefix = f"gactors://{system.name}@"
+    for type_name in list(inst._regions):
+        cell = children.get(f"sharding-{type_name}")
+        region = cell.actor if cell is not None else None
+        if cell is None or not isinstance(region, _Region):
+            continue
+        allocation: dict[str, int] = {}
+        for owner in region._owners:
+            if owner is not None:
+                key = prefix + owner
+                allocation[key] = allocation.get(key, 0) + 1
+        shards: list[dict[str, Any]] = []
+        for s in sorted(region._shards):
+            shard_cell = cell.child_cells.get(str(s))
+            shard = shard_cell.actor if shard_cell is not None else None
+            if shard_cell is None or not isinstance(shard, _Shard):
+                continue
+            if shard._handing_off:
+                state = "handing off"
+            elif shard._token is None:
+                state = "waiting for lease"
+            else:
+                state = "running"
+            shards.append(
+                {
+                    "shard": s,
+                    "entities": len(shard._entities),
+                    "token": shard._token,
+                    "state": state,
+                }
+            )
+        out.append(
+            {
+                "type_name": type_name,
+                "number_of_shards": region._n,
+                "role": region._role,
+                "hosting": region._entity_props is not None,
+                "allocation": allocation,
+                "shards": shards,
+            }
+        )
+    return out

@@ -49,7 +49,7 @@ from gactors.exceptions import ActorNotFound
 if TYPE_CHECKING:
     from gactors._system import ActorSystem
 
-__all__ = ["ClusterSingleton"]
+__all__ = ["ClusterSingleton", "local_singletons"]
 
 _log = logging.getLogger("gactors.cluster.singleton")
 
@@ -464,3 +464,36 @@ class ClusterSingleton:
 
     def __repr__(self) -> str:
         return f"<ClusterSingleton of {self._system.name!r}>"
+
+
+def local_singletons(system: ActorSystem) -> list[dict[str, Any]]:
+    """What this node knows of its singletons, for the node's inspector (internal).
+
+    One entry per singleton ``init``-ed on this node, oldest first: ``{"name": str,
+    "role": str | None, "manager": bool, "running": bool, "token": int | None}`` —
+    ``manager``: this node may run it (it has the role); ``running``: the instance
+    runs here now; ``token``: the fencing token of the lease this node holds for it.
+    Read in the hub thread (cells are only touched there), without any I/O.
+    """
+    inst = _instances.get(system)
+    if inst is None:
+        return []
+    out: list[dict[str, Any]] = []
+    children = system._system_cell.child_cells
+    for name, (args, _proxy) in list(inst._proxies.items()):
+        cell = children.get(f"singletonManager-{name}")
+        manager = cell.actor if cell is not None else None
+        running = token = None
+        if isinstance(manager, _SingletonManager):
+            running = manager._instance is not None
+            token = manager._keeper.token
+        out.append(
+            {
+                "name": name,
+                "role": args[1],
+                "manager": cell is not None,
+                "running": bool(running),
+                "token": token,
+            }
+        )
+    return out

@@ -314,29 +314,40 @@ class SystemObserver:
             ],
         }
 
-    def tree(self, open_paths: Iterable[str], limit: int) -> list[dict[str, Any]]:
+    def tree(
+        self, open_paths: Iterable[str], limit: int, max_rows: int | None = None
+    ) -> list[dict[str, Any]]:
         """The visible part of the tree, flat, parents first (pre-order).
 
         The root is always there; the children of a node are listed (the first
         ``limit`` of them; ``more`` counts the rest) when the node and all of its
-        ancestors are in ``open_paths``.
+        ancestors are in ``open_paths``. ``max_rows`` bounds the whole list (the nodes
+        opened first in pre-order get their children first; ``more`` counts what the
+        bound cut off).
         """
-        return self.in_hub(self._walk_tree, frozenset(open_paths), limit)  # type: ignore[no-any-return]
+        return self.in_hub(self._walk_tree, frozenset(open_paths), limit, max_rows)  # type: ignore[no-any-return]
 
-    def _walk_tree(self, open_paths: frozenset[str], limit: int) -> list[dict[str, Any]]:
+    def _walk_tree(
+        self, open_paths: frozenset[str], limit: int, max_rows: int | None = None
+    ) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []
         stack: list[tuple[ActorCell, str, str | None]] = [(self.system._root, "/", None)]
+        # Rows still allowed besides the root: every child pushed is output once.
+        budget = max(0, max_rows - 1) if max_rows is not None else None
         while stack:
             cell, path, parent = stack.pop()
             info = _cell_info(cell, path, parent)
             info["recent_restart"] = self.recently_restarted(path)
             out.append(info)
             if path in open_paths and cell.child_cells:
+                take = limit if budget is None else min(limit, budget)
                 shown: list[tuple[ActorCell, str, str | None]] = []
                 for name, child in cell.child_cells.items():
-                    if len(shown) == limit:
+                    if len(shown) >= take:
                         break
                     shown.append((child, _child_path(path, name), path))
+                if budget is not None:
+                    budget -= len(shown)
                 info["more"] = len(cell.child_cells) - len(shown)
                 stack.extend(reversed(shown))  # popped in their own order
         return out

@@ -35,12 +35,17 @@ import hashlib
 import hmac
 import json
 import logging
+import os
 import re
+import threading
 import time
+import weakref
 from collections.abc import Callable, Iterable
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs
+
+from greenlet import getcurrent
 
 from gactors.contrib import worker_system
 from gactors.contrib._observer import SystemObserver, observer_for
@@ -49,7 +54,17 @@ from gactors.exceptions import IllegalStateError
 if TYPE_CHECKING:
     from gactors._system import ActorSystem
 
-__all__ = ["DEFAULT_LIMIT", "MAX_LIMIT", "MAX_OPEN", "POLL_INTERVAL", "DashboardApp"]
+__all__ = [
+    "CLUSTER_ASK_TIMEOUT",
+    "CLUSTER_CACHE",
+    "CLUSTER_WAIT",
+    "DEFAULT_LIMIT",
+    "MAX_LIMIT",
+    "MAX_OPEN",
+    "MAX_SHARD_ROWS",
+    "POLL_INTERVAL",
+    "DashboardApp",
+]
 
 _log = logging.getLogger("gactors.dashboard")
 
@@ -101,45 +116,307 @@ def _page() -> tuple[bytes, str]:
     return _page_cache
 
 
-def _cluster_state(system: ActorSystem) -> dict[str, Any] | None:
-    """The cluster part of ``api/state``, or None when the system is not a cluster node.
+CLUSTER_ASK_TIMEOUT = 2.0
+"""Seconds another node has to answer for its tree before it is shown as timed out."""
 
-    The one place that knows about :mod:`gactors.cluster` (imported here, lazily: the
-    dashboard must work without it). The shape, which the page renders::
+CLUSTER_WAIT = 0.5
+"""Seconds one request waits, at most, for the other nodes' answers (asked in
+parallel); a slower node is shown with its previous tree and how long it has not
+answered."""
 
-        {"self": "gactors://shop@node-a",
-         "members": [{"address": str, "status": "up" | "leaving" | "unreachable",
-                      "roles": [str, ...]}, ...],
-         "nodes": [{"address": str, "tree": [node, ...] | None, "error": str | None}],
-         "singletons": [{"name": str, "node": str | None}],
-         "shards": [{"type_name": str, "shard": str, "node": str | None,
-                     "entities": int | None}]}
+CLUSTER_CACHE = 1.0
+"""Seconds another node's answer is reused before it is asked again."""
 
-    ``nodes[].tree`` has the shape of the top-level ``tree`` (the local node's is filled
-    in by the caller); another node's tree is None until it can be fetched from it.
+MAX_SHARD_ROWS = 5000
+"""Shard rows ``api/state`` lists at most (the per-type summary counts them all)."""
+
+
+def _cluster_members(system: ActorSystem) -> list[dict[str, Any]] | None:
+    """The members as this node sees them (no I/O), or None without a cluster.
+
+    ``[{"address": str, "status": "up" | "leaving" | "unreachable", "roles": [str]}]``,
+    oldest first. Also what the Prometheus gauge ``gactors_cluster_members`` counts.
     """
     if getattr(system.settings, "cluster", None) is None:
         return None
+    # Imported here, lazily: the dashboard must work without gactors.cluster.
     from gactors.cluster import Cluster  # type: ignore[import-not-found, unused-ignore]
 
-    cluster = Cluster(system)
-    self_address = str(cluster.self_address)
-    members = [
+    return [
         {"address": str(m.address), "status": str(m.status), "roles": sorted(m.roles)}
-        for m in cluster.members
+        for m in Cluster(system).members
     ]
+
+
+class _Asked:
+    """What this process knows of one other node: its last answer, the ask in flight."""
+
+    __slots__ = ("asked_at", "error", "future", "key", "reply", "reply_at")
+
+    def __init__(self) -> None:
+        self.key: tuple[Any, ...] | None = None  # (open paths, limit) of the last ask
+        self.future: Any = None  # the ask in flight
+        self.asked_at = 0.0
+        self.reply: Any = None  # the last InspectReply
+        self.reply_at = 0.0  # monotonic time of that reply
+        self.error: str | None = None  # why the last ask got no reply
+
+
+class _RemoteNodes:
+    """The other nodes' inspector answers for one system, asked in parallel, cached.
+
+    Requests come from any thread or greenlet; the lock guards only the bookkeeping
+    (never held while waiting).
+    """
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.nodes: dict[str, _Asked] = {}
+
+    def collect(
+        self,
+        system: ActorSystem,
+        members: list[dict[str, Any]],
+        self_address: str,
+        opened: dict[str, set[str]],
+        limit: int,
+    ) -> dict[str, _Asked]:
+        from gactors.cluster._inspect import (  # type: ignore[import-not-found, unused-ignore]
+            INSPECTOR,
+            InspectRequest,
+        )
+
+        now = time.monotonic()
+        waiting: list[Any] = []
+        with self.lock:
+            current = {m["address"] for m in members if m["address"] != self_address}
+            for gone in set(self.nodes) - current:
+                del self.nodes[gone]  # removed from the cluster: forgotten
+            for m in members:
+                address = m["address"]
+                if address == self_address:
+                    continue
+                asked = self.nodes.get(address)
+                if asked is None:
+                    asked = self.nodes[address] = _Asked()
+                self._harvest(asked)
+                if m["status"] == "unreachable":
+                    continue  # asking would only pile messages up in its inbox
+                paths = tuple(sorted(opened.get(address, set()) | {"/", "/user"}))
+                key = (paths, limit)
+                if asked.future is not None:
+                    # Still in flight: waited for only while it is young; a node that
+                    # has not answered for CLUSTER_WAIT costs the next pages nothing.
+                    if now - asked.asked_at < CLUSTER_WAIT:
+                        waiting.append(asked.future)
+                elif (
+                    asked.key != key or asked.reply is None or now - asked.reply_at >= CLUSTER_CACHE
+                ):
+                    asked.key = key
+                    asked.asked_at = now
+                    asked.future = system.actor_selection(address + INSPECTOR).ask(
+                        InspectRequest(paths, limit), timeout=CLUSTER_ASK_TIMEOUT, block=False
+                    )
+                    waiting.append(asked.future)
+        # Wait for them together: the request waits CLUSTER_WAIT at most in all.
+        if waiting and getcurrent() is not system._hub:
+            deadline = now + CLUSTER_WAIT
+            for fut in waiting:
+                try:
+                    fut.exception(max(0.0, deadline - time.monotonic()))
+                except TimeoutError:
+                    pass  # still pending: shown as not answering (yet)
+        with self.lock:
+            for asked in self.nodes.values():
+                self._harvest(asked)
+            return dict(self.nodes)
+
+    @staticmethod
+    def _harvest(asked: _Asked) -> None:
+        fut = asked.future
+        if fut is None or not fut.done():
+            return
+        asked.future = None
+        exc = fut.exception(0)
+        if exc is None:
+            reply = fut.get(0)
+            if not hasattr(reply, "tree"):  # not an InspectReply: another gactors?
+                asked.error = f"unexpected answer: {type(reply).__name__}"
+                return
+            asked.reply = reply
+            asked.reply_at = time.monotonic()
+            asked.error = None
+        elif isinstance(exc, TimeoutError):
+            asked.error = f"timed out: no answer within {CLUSTER_ASK_TIMEOUT:g} s"
+        else:
+            asked.error = f"{type(exc).__name__}: {exc}"
+
+
+_remote_nodes: weakref.WeakKeyDictionary[ActorSystem, _RemoteNodes] = weakref.WeakKeyDictionary()
+_remote_lock = threading.Lock()
+
+
+def _remote_nodes_of(system: ActorSystem) -> _RemoteNodes:
+    with _remote_lock:
+        r = _remote_nodes.get(system)
+        if r is None:
+            r = _remote_nodes[system] = _RemoteNodes()
+    return r
+
+
+def _node_entry(
+    address: str, member: dict[str, Any], asked: _Asked | None, now: float
+) -> dict[str, Any]:
+    reply = asked.reply if asked is not None else None
+    error: str | None = None
+    if member["status"] == "unreachable":
+        error = "unreachable (no heartbeat): not asked"
+    elif asked is not None:
+        if asked.future is not None and now - asked.asked_at >= CLUSTER_WAIT:
+            error = f"not answering: asked {now - asked.asked_at:.1f} s ago"
+        elif asked.error is not None:
+            error = asked.error
+    entry: dict[str, Any] = {
+        "address": address,
+        "status": member["status"],
+        "tree": None,
+        "totals": None,
+        "pid": None,
+        "as_of": None,
+        "truncated": False,
+        "error": error,
+    }
+    if reply is not None:
+        entry.update(
+            tree=reply.tree,
+            totals=reply.totals,
+            pid=reply.pid,
+            as_of=reply.time,
+            truncated=reply.truncated,
+        )
+    elif error is None:
+        entry["error"] = "waiting for its first answer"
+    return entry
+
+
+def _cluster_state(
+    system: ActorSystem,
+    tree: list[dict[str, Any]] | None = None,
+    totals: dict[str, Any] | None = None,
+    open_paths: Iterable[str] = (),
+    limit: int = DEFAULT_LIMIT,
+) -> dict[str, Any] | None:
+    """The cluster part of ``api/state``, or None when the system is not a cluster node.
+
+    The one place of the dashboard that knows about :mod:`gactors.cluster` (imported
+    here, lazily: the dashboard must work without it). ``tree``/``totals`` are this
+    node's (already walked by the caller); ``open_paths`` are the page's open nodes of
+    the other nodes, as full paths (``gactors://shop@node-b/user/x``). The other
+    nodes' trees come from their inspectors (:mod:`gactors.cluster._inspect`), asked
+    in parallel with a short timeout and cached (:data:`CLUSTER_CACHE`); the request
+    waits :data:`CLUSTER_WAIT` at most, so a node that does not answer never holds
+    the page up. The shape (documented in ``docs/dashboard.md``)::
+
+        {"self": "gactors://shop@node-a",
+         "members": [{"address", "status": "up" | "leaving" | "unreachable", "roles"}],
+         "nodes": [{"address", "status", "tree": [row, ...] | None, "totals": {...} | None,
+                    "pid": int | None, "as_of": float | None, "truncated": bool,
+                    "error": str | None}],      # this node first
+         "singletons": [{"name", "node": str | None, "token": int | None}],
+         "sharding": [{"type_name", "number_of_shards", "role",
+                       "allocation": {address: shards}, "running": int, "entities": int}],
+         "shards": [{"type_name", "shard": int, "node", "entities": int,
+                     "token": int | None, "state": str}]}
+    """
+    members = _cluster_members(system)
+    if members is None:
+        return None
+    from gactors.cluster._inspect import placement  # type: ignore[import-not-found, unused-ignore]
+
+    self_address = str(system.address)
+    obs = observer_for(system)
+    local_place = obs.in_hub(placement, system)
+    opened: dict[str, set[str]] = {}
+    for p in open_paths:
+        i = p.find("/", p.find("://") + 3) if "://" in p else -1
+        if i > 0 and len(opened.get(p[:i], ())) < MAX_OPEN:
+            opened.setdefault(p[:i], set()).add(p[i:].rstrip("/") or "/")
+    asked = _remote_nodes_of(system).collect(system, members, self_address, opened, limit)
+    now = time.monotonic()
+    nodes: list[dict[str, Any]] = [
+        {
+            "address": self_address,
+            "status": next((m["status"] for m in members if m["address"] == self_address), "up"),
+            "tree": tree,
+            "totals": totals,
+            "pid": os.getpid(),
+            "as_of": time.time(),
+            "truncated": False,
+            "error": None,
+        }
+    ]
+    places: list[tuple[str, dict[str, Any]]] = [(self_address, local_place)]
+    for m in members:
+        address = m["address"]
+        if address == self_address:
+            continue
+        a = asked.get(address)
+        nodes.append(_node_entry(address, m, a, now))
+        if a is not None and a.reply is not None:
+            places.append(
+                (address, {"singletons": a.reply.singletons, "sharding": a.reply.sharding})
+            )
+    singletons, sharding, shards = _where(places)
     return {
         "self": self_address,
         "members": members,
-        "nodes": [
-            {"address": m["address"], "tree": None, "error": None}
-            for m in members
-            if m["address"] != self_address
-        ],
-        # Filled once gactors.cluster says where singletons and shards run.
-        "singletons": [],
-        "shards": [],
+        "nodes": nodes,
+        "singletons": singletons,
+        "sharding": sharding,
+        "shards": shards,
     }
+
+
+def _where(
+    places: list[tuple[str, dict[str, Any]]],
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
+    """Merge what each node says it runs: singletons, sharding summaries, shards.
+
+    A node's view of an unreachable node is its last answer (marked by the node's
+    ``error``); a singleton running on two nodes at once (a lease lost while its
+    holder was paused) shows the one with the newest fencing token.
+    """
+    singletons: dict[str, dict[str, Any]] = {}
+    types: dict[str, dict[str, Any]] = {}
+    shards: list[dict[str, Any]] = []
+    for address, place in places:
+        for s in place["singletons"]:
+            cur = singletons.setdefault(s["name"], {"name": s["name"], "node": None, "token": None})
+            if s["running"] and (cur["token"] is None or (s["token"] or 0) > cur["token"]):
+                cur["node"], cur["token"] = address, s["token"]
+        for t in place["sharding"]:
+            summary = types.get(t["type_name"])
+            if summary is None or (not summary["allocation"] and t["allocation"]):
+                # The first node's own view of the allocation (this node first).
+                summary = types[t["type_name"]] = {
+                    "type_name": t["type_name"],
+                    "number_of_shards": t["number_of_shards"],
+                    "role": t["role"],
+                    "allocation": dict(t["allocation"]),
+                    "running": summary["running"] if summary else 0,
+                    "entities": summary["entities"] if summary else 0,
+                }
+            for sh in t["shards"]:
+                summary["running"] += 1
+                summary["entities"] += sh["entities"]
+                if len(shards) < MAX_SHARD_ROWS:
+                    shards.append({"type_name": t["type_name"], "node": address, **sh})
+    shards.sort(key=lambda r: (r["type_name"], r["shard"], r["node"]))
+    return (
+        sorted(singletons.values(), key=lambda s: s["name"]),
+        sorted(types.values(), key=lambda t: t["type_name"]),
+        shards,
+    )
 
 
 class _HTTPError(Exception):
@@ -263,24 +540,28 @@ class DashboardApp:
         """What ``api/state`` returns (documented in ``docs/dashboard.md``)."""
         obs = self._observer()
         opened = {"/", "/user"}
+        addressed: list[str] = []  # other nodes' paths (gactors://shop@node/...)
+        self_prefix = str(obs.system.address) + "/"
         for p in open_paths:
-            if len(opened) >= MAX_OPEN:
-                break
+            if p.startswith(self_prefix):
+                p = p[len(self_prefix) - 1 :]
             if p.startswith("/"):
-                opened.add(p.rstrip("/") or "/")
+                if len(opened) < MAX_OPEN:
+                    opened.add(p.rstrip("/") or "/")
+            elif p.startswith("gactors://") and len(addressed) < MAX_OPEN:
+                addressed.append(p)
         totals = obs.totals()
         tree = obs.tree(opened, limit)
-        cluster = _cluster_state(obs.system)
-        if cluster is not None:
-            cluster["nodes"].insert(0, {"address": cluster["self"], "tree": tree, "error": None})
+        local_totals = {
+            k: totals[k] for k in ("actors", "mailbox", "max_mailbox", "restarts", "truncated")
+        }
+        cluster = _cluster_state(obs.system, tree, local_totals, addressed, limit)
         return {
             "version": 1,
             "time": time.time(),
             "poll_interval": POLL_INTERVAL,
             "system": obs.system_info(),
-            "totals": {
-                k: totals[k] for k in ("actors", "mailbox", "max_mailbox", "restarts", "truncated")
-            },
+            "totals": local_totals,
             "hot": {
                 "mailbox": totals["deepest_mailboxes"],
                 "restarts": totals["most_restarts"],

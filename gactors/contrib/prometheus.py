@@ -253,7 +253,7 @@ class ActorSystemMetrics:
         system = self.system
         if system.is_terminated:
             return
-        from gactors.contrib.dashboard import _cluster_state
+        from gactors.contrib.dashboard import _cluster_members
 
         family = self._family
         name = system.name
@@ -265,10 +265,12 @@ class ActorSystemMetrics:
         if processed > self._processed_seen:
             family.processed.labels(name).inc(processed - self._processed_seen)
         self._processed_seen = processed
-        cluster = self._observer.in_hub(_cluster_state, system)
-        if cluster is not None:
+        # The members as this node sees them (no I/O; gactors.cluster only imported
+        # on a cluster node).
+        members = self._observer.in_hub(_cluster_members, system)
+        if members is not None:
             counts: dict[str, int] = {}
-            for m in cluster["members"]:
+            for m in members:
                 counts[m["status"]] = counts.get(m["status"], 0) + 1
             for status in self._member_statuses | set(counts):
                 family.members.labels(name, status).set(counts.get(status, 0))

@@ -98,6 +98,17 @@ class Sink(Actor):
             self.count += 1
 
 
+class Parent(Actor):
+    """``("make", n)`` creates ``n`` more :class:`Sink` children and answers their
+    number."""
+
+    def receive(self, m: Any) -> None:
+        if isinstance(m, tuple) and m[0] == "make":
+            for _ in range(m[1]):
+                self.context.actor_of(Props(Sink))
+            self.sender.tell(len(self.context.children))
+
+
 class Watcher(Actor):
     """``("watch", ref)`` watches ``ref``; each ``Terminated`` becomes a JSON line."""
 
@@ -357,6 +368,11 @@ def _main() -> None:
                 emit({"ok": True, "sent": streamed[0]})
             elif c == "dead-letters":
                 emit({"ok": True, "dead_letters": [repr(d.message) for d in dead]})
+            elif c == "spawn-many":
+                # /user/<name> with `count` children (a large node for the dashboard).
+                parent = system.actor_of(Props(Parent), cmd["name"])
+                made = parent.ask(("make", int(cmd["count"])), timeout=60.0)
+                emit({"ok": True, "made": made})
             elif c == "leave":
                 Cluster(system).leave()
                 emit({"ok": True})

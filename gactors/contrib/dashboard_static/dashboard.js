@@ -12,8 +12,8 @@
     (JSON.parse(sessionStorage.getItem(storeKey) || "[]") || []).forEach(function (p) { open.add(p); });
   } catch (e) { /* a corrupt entry only loses the expansion state */ }
   var limit = 100;
-  var prev = {};         // path -> {mailbox, restarts} of the previous poll
-  var flash = {};        // path -> time until which a restart stays highlighted
+  var prev = {};         // node prefix -> path -> {mailbox, restarts} of the previous poll
+  var flash = {};        // node prefix + path -> time until which a restart stays highlighted
   var timer = null;
 
   function $(id) { return document.getElementById(id); }
@@ -76,7 +76,7 @@
     $("c-blocked").textContent = state.hub_blocked.total + " · " + state.hub_blocked.seconds.toFixed(2) + " s";
     $("c-blocked").parentNode.classList.toggle("alert", state.hub_blocked.total > 0);
     $("tree-note").textContent = "(" + fmt(t.actors) + " actors; click ▸ to expand)";
-    renderTree($("tree"), state.tree, true);
+    renderTree($("tree"), state.tree, "");
     renderFailures(state.failures);
     renderBlocks(state.hub_blocked.recent);
     renderHot(state.hot);
@@ -90,22 +90,27 @@
     return values.map(function (v) { return v ? bars[Math.min(7, Math.floor(v / max * 7.99))] : " "; }).join("");
   }
 
-  // nodes: flat, parents first (each has path, parent, children, more).
-  function renderTree(root, nodes, local) {
+  // nodes: flat, parents first (each has path, parent, children, more). prefix: ""
+  // for this node's tree, the node's address for another node's (the open set keys
+  // that node's paths by their full address, which is what api/state takes).
+  function renderTree(root, nodes, prefix) {
     var now = Date.now();
     var lists = {};
     var frag = document.createDocumentFragment();
     var seen = {};
+    var before = prev[prefix] || {};
     nodes.forEach(function (n) {
+      var key = prefix + n.path;
       var li = el("li");
       li.dataset.path = n.path;
       var row = el("div", "row");
-      var toggle = el("button", "toggle", n.children ? (open.has(n.path) ? "▾" : "▸") : "");
+      var isOpen = n.more !== undefined || (n.path === "/" ? true : open.has(key));
+      var toggle = el("button", "toggle", n.children ? (isOpen ? "▾" : "▸") : "");
       toggle.type = "button";
-      if (n.children && local) {
-        toggle.title = open.has(n.path) ? "collapse" : "expand " + n.children + " children";
+      if (n.children && n.path !== "/") {
+        toggle.title = isOpen ? "collapse" : "expand " + n.children + " children";
         toggle.addEventListener("click", function () {
-          if (open.has(n.path)) open.delete(n.path); else open.add(n.path);
+          if (isOpen) open.delete(key); else open.add(key);
           saveOpen();
           refreshNow();
         });
@@ -118,12 +123,12 @@
       var rs = el("span", "num restarts", "restarts " + n.restarts);
       row.appendChild(mb);
       row.appendChild(rs);
-      if (n.children && !open.has(n.path)) row.appendChild(el("span", "num", n.children + " children"));
-      var p = prev[n.path];
+      if (n.children && !isOpen) row.appendChild(el("span", "num", n.children + " children"));
+      var p = before[n.path];
       if (n.mailbox > 0 && p && n.mailbox > p.mailbox) row.classList.add("growing");
-      if (p && n.restarts > p.restarts) flash[n.path] = now + 10000;
-      if (n.recent_restart || (flash[n.path] && flash[n.path] > now)) row.classList.add("restarted");
-      if (local) seen[n.path] = { mailbox: n.mailbox, restarts: n.restarts };
+      if (p && n.restarts > p.restarts) flash[key] = now + 10000;
+      if (n.recent_restart || (flash[key] && flash[key] > now)) row.classList.add("restarted");
+      seen[n.path] = { mailbox: n.mailbox, restarts: n.restarts };
       li.appendChild(row);
       var parentList = n.parent === null ? frag : lists[n.parent];
       if (!parentList) return;  // its parent was cut off: not shown
@@ -142,7 +147,7 @@
     });
     // "+k more" goes after the children that are shown.
     Object.keys(lists).forEach(function (k) { if (lists[k].moreItem) lists[k].appendChild(lists[k].moreItem); });
-    if (local) prev = seen;
+    prev[prefix] = seen;
     root.replaceChildren(frag);
   }
 
@@ -193,6 +198,8 @@
     list("hot-restarts", hot.restarts, "restarts");
   }
 
+  var MEMBER_BADGE = { up: "running", leaving: "terminating", unreachable: "failed" };
+
   function renderCluster(c) {
     $("cluster").hidden = !c;
     var trees = $("cluster-trees");
@@ -201,34 +208,82 @@
     body.replaceChildren.apply(body, c.members.map(function (m) {
       var tr = el("tr");
       tr.appendChild(el("td", "path", m.address + (m.address === c.self ? " (this node)" : "")));
-      tr.appendChild(el("td", "badge " + (m.status === "up" ? "running" : "failed"), m.status));
+      var td = el("td");
+      td.appendChild(el("span", "badge " + (MEMBER_BADGE[m.status] || "failed"), m.status));
+      tr.appendChild(td);
       tr.appendChild(el("td", "", m.roles.join(", ")));
       return tr;
     }));
-    function where(items, label) {
-      if (!items.length) return [el("li", "empty", "none")];
-      return items.map(function (s) { return el("li", "", label(s)); });
-    }
-    $("singletons").replaceChildren.apply($("singletons"), where(c.singletons, function (s) {
-      return s.name + " → " + (s.node || "not running");
-    }));
-    $("shards").replaceChildren.apply($("shards"), where(c.shards, function (s) {
-      return s.type_name + "/" + s.shard + " → " + (s.node || "not allocated") +
-        (s.entities === null || s.entities === undefined ? "" : " (" + s.entities + " entities)");
-    }));
+    var singles = c.singletons.map(function (s) {
+      return el("li", "", s.name + " → " + (s.node ? s.node + (s.node === c.self ? " (this node)" : "") +
+        (s.token ? " · token " + s.token : "") : "not running on any node that answered"));
+    });
+    if (!singles.length) singles = [el("li", "empty", "none")];
+    $("singletons").replaceChildren.apply($("singletons"), singles);
+    renderShards(c);
     var panels = c.nodes.filter(function (n) { return n.address !== c.self; }).map(function (n) {
-      var div = el("div");
-      div.appendChild(el("h2", "", "Node " + n.address));
+      var div = el("div", "node");
+      div.dataset.node = n.address;
+      var h = el("h2", "", "Node " + n.address + " ");
+      var info = [n.status];
+      if (n.pid) info.push("pid " + n.pid);
+      if (n.totals) info.push(fmt(n.totals.actors) + (n.totals.truncated ? "+" : "") + " actors");
+      if (n.as_of && n.error) info.push("tree as of " + clock(n.as_of));
+      h.appendChild(el("small", "", "(" + info.join(" · ") + ")"));
+      div.appendChild(h);
+      if (n.error) div.appendChild(el("p", "node-error", n.error));
       if (n.tree) {
         var ul = el("ul", "tree");
-        renderTree(ul, n.tree, false);
+        renderTree(ul, n.tree, n.address);
         div.appendChild(ul);
-      } else {
-        div.appendChild(el("p", "empty", n.error || "tree not available"));
+        if (n.truncated) div.appendChild(el("p", "empty", "(more rows than one answer carries: close some nodes)"));
+      } else if (!n.error) {
+        div.appendChild(el("p", "empty", "tree not available"));
       }
       return div;
     });
     trees.replaceChildren.apply(trees, panels);
+  }
+
+  // Sharded types: one line per type (where its shards run, how many entities), the
+  // shards themselves in a <details> that stays open across polls.
+  var shardsOpen = {};
+  function renderShards(c) {
+    var byType = {};
+    c.shards.forEach(function (r) { (byType[r.type_name] = byType[r.type_name] || []).push(r); });
+    var items = c.sharding.map(function (t) {
+      var li = el("li");
+      li.dataset.type = t.type_name;
+      var perNode = {};
+      (byType[t.type_name] || []).forEach(function (r) {
+        var p = perNode[r.node] = perNode[r.node] || { shards: 0, entities: 0 };
+        p.shards += 1; p.entities += r.entities;
+      });
+      var parts = Object.keys(perNode).sort().map(function (node) {
+        return node + ": " + perNode[node].shards + " shards, " + perNode[node].entities + " entities";
+      });
+      li.appendChild(el("div", "", t.type_name + " — " + t.running + " of " + t.number_of_shards +
+        " shards running, " + fmt(t.entities) + " entities" + (t.role ? " (role " + t.role + ")" : "")));
+      var where = el("div", "num", parts.length ? parts.join(" · ") : "no shard running yet");
+      li.appendChild(where);
+      var rows = byType[t.type_name] || [];
+      if (rows.length) {
+        var d = el("details");
+        d.open = !!shardsOpen[t.type_name];
+        d.addEventListener("toggle", function () { shardsOpen[t.type_name] = d.open; });
+        d.appendChild(el("summary", "", "shards"));
+        var ul = el("ul", "plain shard-list");
+        rows.forEach(function (r) {
+          ul.appendChild(el("li", "", t.type_name + "/" + r.shard + " → " + r.node + " (" + r.entities +
+            " entities" + (r.state !== "running" ? ", " + r.state : "") + ")"));
+        });
+        d.appendChild(ul);
+        li.appendChild(d);
+      }
+      return li;
+    });
+    if (!items.length) items = [el("li", "empty", "none")];
+    $("shards").replaceChildren.apply($("shards"), items);
   }
 
   document.addEventListener("visibilitychange", function () { if (!document.hidden) refreshNow(); });
