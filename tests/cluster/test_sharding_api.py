@@ -189,7 +189,7 @@ def test_batches_to_another_node_keep_order_and_dead_letter_what_cannot_travel(
     host = ActorSystem(name, config={"cluster": dict(FAST, url=redis_url, roles=["host"])})
     client = ActorSystem(name, config={"cluster": dict(FAST, url=redis_url)})
     try:
-        ClusterSharding(host).start("rec", Props(Recorder), passivate_idle_after=None)
+        ClusterSharding(host).start("rec", Props(Recorder), role="host", passivate_idle_after=None)
         region = ClusterSharding(client).start_proxy("rec", role="host")
         probe = TestProbe(client)
         client.event_stream.subscribe(probe.ref, DeadLetter)
