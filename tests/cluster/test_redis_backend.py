@@ -736,13 +736,24 @@ def _make_certs(directory: Path) -> dict[str, Path]:
     ca_key, ca_crt = directory / "ca.key", directory / "ca.crt"
     key, csr, crt = directory / "server.key", directory / "server.csr", directory / "server.crt"
     ext = directory / "ext.cnf"
-    ext.write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
+    # Python 3.13 verifies strictly (VERIFY_X509_STRICT): the CA needs its key usage,
+    # the server certificate its usages and key identifiers.
+    ext.write_text(
+        "subjectAltName=IP:127.0.0.1,DNS:localhost\n"
+        "basicConstraints=critical,CA:FALSE\n"
+        "keyUsage=critical,digitalSignature,keyEncipherment\n"
+        "extendedKeyUsage=serverAuth\n"
+        "subjectKeyIdentifier=hash\n"
+        "authorityKeyIdentifier=keyid,issuer\n"
+    )
 
     def run(*args: str) -> None:
         subprocess.run([openssl, *args], check=True, capture_output=True, timeout=60)
 
     run("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(ca_key),
-        "-out", str(ca_crt), "-days", "2", "-subj", "/CN=gactors test CA")  # fmt: skip
+        "-out", str(ca_crt), "-days", "2", "-subj", "/CN=gactors test CA",
+        "-addext", "basicConstraints=critical,CA:TRUE",
+        "-addext", "keyUsage=critical,keyCertSign,cRLSign")  # fmt: skip
     run("req", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(csr),
         "-subj", "/CN=127.0.0.1")  # fmt: skip
     run("x509", "-req", "-in", str(csr), "-CA", str(ca_crt), "-CAkey", str(ca_key),
