@@ -24,7 +24,7 @@ import redis
 from gevent import monkey
 
 from gactors._threads import allocate_lock, start_new_thread
-from gactors.cluster._redis import _GET_CONNECTION_ARGS, RedisBackend, mask_url
+from gactors.cluster._redis import RedisBackend, mask_url
 from gactors.cluster._seam import (
     Backend,
     BackendUnavailable,
@@ -207,8 +207,8 @@ def _count_round_trips(client_owner: Any) -> list[int]:
     """Count the writes to the socket of the (only) connection an object uses: one
     write of a request and then reading its replies is one round trip."""
     counter = [0]
-    conn = client_owner._conn.client().connection_pool.get_connection(*_GET_CONNECTION_ARGS)
-    client_owner._conn.client().connection_pool.release(conn)
+    conn = client_owner._conn.held_connection()
+    assert conn is not None, "the object has not used its connection yet"
     original = conn.send_packed_command
 
     def counting(*args: Any, **kwargs: Any) -> Any:
