@@ -172,6 +172,9 @@ class ClusterNode:
         # -- outbound --
         self._pending: dict[str, tuple[list[Record], list[tuple[Any, Any, ActorRef]]]] = {}
         self._wake = Event()
+        # ref_to_wire's cache of one: the last local ref it turned into a triple.
+        self._last_wired: ActorRef | None = None
+        self._last_wire: tuple[str, str, int] = ("", "", 0)
         self._wake_set = False
         self._flusher: Any = None
         self._held: dict[str, tuple[list[Record], list[tuple[Any, Any, ActorRef]]]] = {}
@@ -686,6 +689,9 @@ class ClusterNode:
     # == refs (the RefCodec of the wire format) =================================================
     def ref_to_wire(self, ref: ActorRef) -> tuple[str, str, int]:
         """``(address, path without address, uid)`` of ``ref``."""
+        if ref is self._last_wired:
+            # An actor telling many messages in a row: its triple once, not per message.
+            return self._last_wire
         t = type(ref)
         if t is RemoteActorRef:
             return (ref._addr, ref._rpath, ref._uid)  # type: ignore[attr-defined]
@@ -699,7 +705,10 @@ class ClusterNode:
             raise SerializationError(
                 f"a ref of another actor system ({ref._system.name!r}) cannot be sent: {ref!r}"
             )
-        return (self.address_str, ref.path.path_str, ref._uid)
+        wire = (self.address_str, ref.path.path_str, ref._uid)
+        if t is LocalActorRef:
+            self._last_wired, self._last_wire = ref, wire
+        return wire
 
     def ref_from_wire(self, address: str, path: str, uid: int) -> ActorRef:
         """The ref a wire triple stands for on this node."""
