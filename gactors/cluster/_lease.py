@@ -84,6 +84,11 @@ class LeaseKeeper:
         return f"<LeaseKeeper {self.name!r} owner={self.owner!r} token={self.token}>"
 
     @property
+    def closed(self) -> bool:
+        """True once :meth:`close` was called: no acquisition will succeed any more."""
+        return self._closed
+
+    @property
     def held(self) -> bool:
         """True while the lease is held and its local deadline has not passed."""
         return self.token is not None and monotonic() < self._deadline
@@ -112,6 +117,45 @@ class LeaseKeeper:
         self._renewer = gevent.spawn(self._renew_loop, token)
         _log.debug("lease %r acquired by %s with token %d", self.name, self.owner, token)
         return token
+
+    def acquire_in_background(
+        self, report: Callable[[int | None], Any], poll: float | None = None
+    ) -> None:
+        """Try to acquire from a greenlet of its own and ``report`` the outcome (it
+        must not block: it sends a message).
+
+        Without ``poll``: one attempt, reported as the token or None. With ``poll``:
+        an attempt every ``poll`` seconds until one succeeds, and only the token is
+        reported. Nothing is reported once the keeper is closed.
+
+        To give up, call :meth:`close`, never kill the greenlet: a kill while the
+        request is in flight would leave the lease granted on the server to nobody
+        who knows it, blocking the next holder for a whole ttl. A closed keeper gives
+        back a grant that arrives after the close at once.
+        """
+
+        def attempt() -> None:
+            while not self._closed:
+                token = self.try_acquire()
+                if self._closed:
+                    return
+                if token is not None or poll is None:
+                    report(token)
+                    return
+                gevent.sleep(poll)
+
+        gevent.spawn(attempt)
+
+    def release_in_background(self, then: Callable[[], Any] | None = None) -> None:
+        """:meth:`release` from a greenlet of its own, then call ``then`` (which must
+        not block). The release is never cut short once started."""
+
+        def release() -> None:
+            self.release()
+            if then is not None:
+                then()
+
+        gevent.spawn(release)
 
     def _renew_loop(self, token: int) -> None:
         ttl_ms = int(self._ttl * 1000)
@@ -183,7 +227,8 @@ class LeaseKeeper:
             g.kill(block=False)
 
     def close(self) -> None:
-        """Stop renewing without releasing (no I/O); the lease expires by itself."""
+        """Stop renewing without releasing (no I/O); a lease held now expires by
+        itself, a grant still in flight is given back as soon as it arrives."""
         self._closed = True
         self.token = None
         self._stop_renewer()

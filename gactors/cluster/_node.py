@@ -70,7 +70,12 @@ from gactors.cluster._events import (
 )
 from gactors.cluster._redis import RedisBackend
 from gactors.cluster._remote import RemoteActorRef
-from gactors.cluster._seam import BackendUnavailable, HeartbeatResult, MembershipView
+from gactors.cluster._seam import (
+    STATUS_LEAVING,
+    BackendUnavailable,
+    HeartbeatResult,
+    MembershipView,
+)
 from gactors.cluster._serialization import (
     KIND_SYSTEM,
     KIND_USER,
@@ -165,6 +170,10 @@ class ClusterNode:
         # -- membership (hub thread) --
         self._members: dict[str, Member] = {}
         self._unreachable: set[str] = set()
+        #: The members whose stored status is "leaving", also while they are unreachable
+        #: (a member's status then shows "unreachable": a leaving node whose heartbeats
+        #: are late is still leaving, and sharding must not send it shards).
+        self.leaving_nodes: frozenset[str] = frozenset()
         self._removed: set[str] = set()
         self._epoch = ""
         self._subscribers: dict[ActorRef, tuple[type, ...]] = {}
@@ -841,6 +850,9 @@ class ClusterNode:
 
     def _apply_view(self, view: MembershipView, *, publish: bool) -> None:
         self._epoch = view.epoch
+        leaving = frozenset(r.node for r in view.members if r.status == STATUS_LEAVING)
+        if leaving != self.leaving_nodes:
+            self.leaving_nodes = leaving
         seen: dict[str, Any] = {}
         events: list[ClusterEvent] = []
         ua = self._ua_ms

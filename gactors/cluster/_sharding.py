@@ -30,6 +30,14 @@ Shape (every name below is internal):
   sender and entity.
 * Crash: the survivors' views drop the node once it is downed; its shards' leases
   expire at most ``lease_ttl`` after its last renewal, and the new owners start them.
+* Rolling restart (gunicorn's HUP: every old node leaves while new ones join): views
+  disagree for a heartbeat or two. A leaving region marks what it forwards (the
+  ``host`` flag), so the receiver stops counting that node as a host before its view
+  shows the leave; a node whose stored status is "leaving" stays excluded while it is
+  unreachable; two regions that each wait for the other's drain confirmation give
+  each other's messages back and confirm; a message that went from region to region
+  ``_BOUNCES`` times waits for the next look at the view, in order, and is a dead
+  letter only if it still bounces then.
 
 A node that only sends calls ``start_proxy``: its region never hosts; it must not have
 the hosting ``role`` (with ``role=None`` every member hosts, so a sending-only node
@@ -115,8 +123,8 @@ class _RegionMsg(NamedTuple):
     entity_id: str
     message: Any
     hops: int = 0
-    # Sent by a leaving region to the owner in its view without itself: the receiver
-    # hosts it even if its own view does not show the leave yet (the lease decides).
+    # Sent by a leaving region: the receiver stops counting that node as a host before
+    # its own view shows the leave (see _Region._sender_leaves).
     host: bool = False
     # The node of the region that forwarded it.
     src: str = ""
@@ -170,6 +178,12 @@ class _Out:
         ]
 
 
+#: How many times a message may go from region to region (views disagree while nodes
+#: join and leave) before the region holds it until its next look at the view; a
+#: message still bouncing after that is a dead letter.
+_BOUNCES = 3
+_PARKED = 100  # the hop count of a message that was held once
+
 #: The most messages in one batch between regions (bounds the wire message and the
 #: latency of the first one).
 BATCH_LIMIT = 200
@@ -189,6 +203,7 @@ class _Drain:
     # "I send shard's messages elsewhere from now on; confirm you routed my earlier ones."
     shard: int
     reply_to: ActorRef
+    node: str
 
 
 @register_message(tag="gactors.cluster.sharding.Drained")
@@ -217,7 +232,7 @@ class _Envs:
 class _Acquired:
     __slots__ = ("token",)
 
-    def __init__(self, token: int) -> None:
+    def __init__(self, token: int | None) -> None:
         self.token = token
 
 
@@ -313,34 +328,27 @@ class _Shard(Actor):
         self._passivating: dict[str, list[tuple[Any, ActorRef | None]]] = {}
         self._handing_off = False
         self._done = False
-        self._acquirer: Any = None
 
     def pre_start(self) -> None:
-        keeper, ref, poll = self._keeper, self.ref, self._poll
-
-        def acquire() -> None:
-            while True:
-                token = keeper.try_acquire()
-                if token is not None:
-                    ref.tell(_Acquired(token), None)
-                    return
-                gevent.sleep(poll)
-
-        self._acquirer = gevent.spawn(acquire)
+        ref = self.ref
+        self._keeper.acquire_in_background(
+            lambda token: ref.tell(_Acquired(token), None), self._poll
+        )
         if self._passivate is not None:
             every = min(max(self._passivate / 4, 0.05), 5.0)
             self.timers.start_timer_with_fixed_delay("passivate", _PASSIVATE_TICK, every)
 
     def post_stop(self) -> None:
-        a = self._acquirer
-        if a is not None and not a.dead:
-            a.kill(block=False)
         # The entities (children) have terminated before post_stop.
-        if self._keeper.token is not None:
+        keeper = self._keeper
+        if keeper.token is not None:
             if getcurrent() is self.context.system._hub:
-                gevent.spawn(self._keeper.release)
+                keeper.release_in_background()
             else:
-                self._keeper.release()
+                keeper.release()
+        else:
+            # Still acquiring: a grant in flight is given back when it arrives.
+            keeper.close()
         system = self.context.system
         for env, snd in self._buffer:
             system._dead_letter(env.message, snd, self.ref)
@@ -355,7 +363,6 @@ class _Shard(Actor):
             for e, snd in m.items:
                 env(e, snd)
         elif t is _Acquired:
-            self._acquirer = None
             if self._handing_off:
                 self._release()
                 return
@@ -456,13 +463,14 @@ class _Shard(Actor):
             return
         self._handing_off = True
         if self._token is None:
-            a = self._acquirer
-            if a is not None and not a.dead:
-                a.kill(block=False)
-            self._acquirer = None
             if self._keeper.token is not None:
+                # Granted, its _Acquired not here yet: give it back first.
                 self._release()
             else:
+                # Still acquiring: stop, and a grant in flight is given back when it
+                # arrives (killing the request instead would leave the lease held by
+                # nobody for a whole ttl, and the next owner waiting for it).
+                self._keeper.close()
                 self._finish()
             return
         if not self._entities:
@@ -473,14 +481,9 @@ class _Shard(Actor):
                 ref.tell(self._stop_message, self.ref)
 
     def _release(self) -> None:
-        keeper, ref = self._keeper, self.ref
+        ref = self.ref
         self._token = None
-
-        def release() -> None:
-            keeper.release()
-            ref.tell(_Released(), None)
-
-        gevent.spawn(release)
+        self._keeper.release_in_background(lambda: ref.tell(_Released(), None))
 
     def _finish(self) -> None:
         if self._done:
@@ -495,13 +498,14 @@ class _Shard(Actor):
 # -- the region ----------------------------------------------------------------------------------
 class _Waiting:
     # A shard whose messages this region holds back while it moves.
-    __slots__ = ("buffer", "local", "remote", "returned")
+    __slots__ = ("buffer", "local", "parked", "remote", "returned")
 
     def __init__(self) -> None:
         self.buffer: deque[tuple[Any, ActorRef | None]] = deque()
         self.returned: deque[tuple[Any, ActorRef | None]] = deque()
         self.local = False  # waiting for the local shard's hand-off
         self.remote: str | None = None  # waiting for this node's _Drained
+        self.parked = False  # waiting for the next look at the view (it bounced)
 
 
 class _Region(Actor):
@@ -540,7 +544,11 @@ class _Region(Actor):
         self._markers: dict[int, list[ActorRef]] = {}
         self._leaving: Event | None = None
         self._leave_not_before = 0.0
-        self._seen: tuple[tuple[Any, str], ...] = ()
+        self._leave_deadline = 0.0
+        # Nodes that told us they are leaving (the host flag of what they forward) before
+        # our view shows it: no shard goes to them any more (when -> monotonic time).
+        self._gone: dict[str, float] = {}
+        self._seen: tuple[Any, ...] = ()
         self._out: dict[str, _Out] = {}
         self._flush_scheduled = False
         # The actor's mailbox (read in receive only, in the hub like every mailbox use).
@@ -585,7 +593,9 @@ class _Region(Actor):
             self._route(zlib.crc32(eid.encode()) % self._n, eid, m.message, self.context.sender, 0)
         elif t is _RegionBatch:
             # The batch's messages for local shards go to each shard as one message.
-            route, host, src = self._route, m.host, m.src
+            route, src = self._route, m.src
+            if m.host and src not in self._gone:
+                self._sender_leaves(src)
             collect: dict[int, tuple[ActorRef, list[tuple[_Env, ActorRef | None]]]] = {}
             self._collect = collect
             try:
@@ -598,7 +608,6 @@ class _Region(Actor):
                         f[k + 2],
                         senders[i] if i >= 0 else None,
                         f[k + 4],
-                        host,
                         src,
                     )
             finally:
@@ -612,7 +621,9 @@ class _Region(Actor):
             self._flush_scheduled = False
             self._flush()
         elif t is _RegionMsg:
-            self._route(m.shard, m.entity_id, m.message, self.context.sender, m.hops, m.host, m.src)
+            if m.host and m.src not in self._gone:
+                self._sender_leaves(m.src)
+            self._route(m.shard, m.entity_id, m.message, self.context.sender, m.hops, m.src)
         elif t is _Drain:
             self._drain_request(m)
         elif t is _Drained:
@@ -632,8 +643,12 @@ class _Region(Actor):
         elif isinstance(m, (CurrentClusterState, ClusterEvent)):
             self._membership()
         elif t is _ViewTick:
-            if self._view_key(Cluster(self.context.system).members) != self._seen:
+            if self._view_key() != self._seen:
                 self._membership()
+            else:
+                self._unpark()
+                if self._leaving is not None:
+                    self._check_left()
         else:
             extract = self._extract
             if extract is None:
@@ -664,7 +679,6 @@ class _Region(Actor):
         msg: Any,
         sender: ActorRef | None,
         hops: int,
-        host: bool = False,
         src: str = "",
     ) -> None:
         w = self._waiting.get(s)
@@ -673,17 +687,15 @@ class _Region(Actor):
                 # What the node being drained sends back was sent before anything
                 # buffered here (it left its senders before the drain marker came back).
                 target = w.returned if src and src == w.remote else w.buffer
-                target.append((_RegionMsg(s, eid, msg, hops, host), sender))
+                target.append((_RegionMsg(s, eid, msg, hops), sender))
             else:
                 self.context.system._dead_letter(msg, sender, self.ref)
             return
         owner = self._owners[s]
-        if host and self._entity_props is not None and self._leaving is None:
-            owner = self._node_id
         if owner is None:
             # No node hosts this type (yet): hold it until one joins.
             w = self._waiting[s] = _Waiting()
-            w.buffer.append((_RegionMsg(s, eid, msg, hops, host), sender))
+            w.buffer.append((_RegionMsg(s, eid, msg, hops), sender))
             return
         if owner == self._node_id:
             shard = self._shards.get(s)
@@ -699,17 +711,25 @@ class _Region(Actor):
                     c = collect[s] = (shard, [])
                 c[1].append((_Env(eid, msg), sender))
             return
-        if hops >= 3:
-            # Views disagree for longer than a few hops: do not ping-pong forever.
-            _log.warning(
-                "sharding region %r: shard %d bounced %d times (membership views disagree); "
-                "dead letter",
-                self._type,
-                s,
-                hops,
-            )
-            self.context.system._dead_letter(msg, sender, self.ref)
-            return
+        if hops >= _BOUNCES:
+            if hops < _PARKED:
+                # Views disagree (nodes joining and leaving at once): hold the shard's
+                # messages here, in order, until the next look at the view.
+                w = self._waiting[s] = _Waiting()
+                w.parked = True
+                w.buffer.append((_RegionMsg(s, eid, msg, _PARKED), sender))
+                return
+            if hops >= _PARKED + _BOUNCES:
+                # Still bouncing after the views had time to agree: do not ping-pong
+                # forever.
+                _log.warning(
+                    "sharding region %r: shard %d keeps bouncing (membership views "
+                    "disagree); dead letter",
+                    self._type,
+                    s,
+                )
+                self.context.system._dead_letter(msg, sender, self.ref)
+                return
         self._last_dest[s] = owner
         # Gathered per node and sent as one batch once the mailbox got to the flush
         # marker told to self now (everything already queued is batched with it), or
@@ -788,20 +808,41 @@ class _Region(Actor):
         return ref
 
     # -- membership and rebalance ------------------------------------------------------------
-    @staticmethod
-    def _view_key(members: tuple[Any, ...]) -> tuple[tuple[Any, str], ...]:
-        return tuple((m.address.node, m.status) for m in members)
+    def _view_key(self) -> tuple[Any, ...]:
+        node = self.context.system._cluster_node
+        return (*((m.address.node, m.status) for m in node.members()), node.leaving_nodes)
+
+    def _sender_leaves(self, node: str) -> None:
+        # Only a leaving region sets the host flag. Several nodes leave at once in a
+        # rolling restart (gunicorn's HUP): one that forwards its shards to another
+        # leaving node its view still shows up would have them bounced back and forth.
+        if not node or node == self._node_id:
+            return
+        _log.debug("sharding region %r: %s told it is leaving", self._type, node)
+        self._gone[node] = monotonic()
+        self._membership()
 
     def _membership(self) -> None:
         members = Cluster(self.context.system).members
-        self._seen = self._view_key(members)
+        self._seen = self._view_key()
+        leaving = self.context.system._cluster_node.leaving_nodes
         self._members = {m.address.node for m in members if m.address.node is not None}
+        gone = self._gone
+        if gone:
+            # Kept until the view shows the leave (a minute at most: node ids are never
+            # reused, so the table only has to outlive the views' disagreement).
+            now = monotonic()
+            for node, at in list(gone.items()):
+                if now - at > 60.0 or (node not in self._members and now - at > 10.0):
+                    del gone[node]
         role = self._role
         hosts = sorted(
             m.address.node
             for m in members
             if m.address.node is not None
             and m.status != "leaving"
+            and m.address.node not in leaving
+            and m.address.node not in gone
             and (role is None or role in m.roles)
             and not (
                 m.address.node == self._node_id
@@ -820,6 +861,15 @@ class _Region(Actor):
         owners = allocate(self._type, self._n, hosts)
         old = self._owners
         self._owners = owners
+        if _log.isEnabledFor(logging.DEBUG):
+            moved = sum(1 for s in range(self._n) if old[s] != owners[s])
+            _log.debug(
+                "sharding region %r on %s: hosts %s, %d shard(s) move",
+                self._type,
+                self._node_id,
+                hosts,
+                moved,
+            )
         for s in range(self._n):
             if owners[s] == old[s] and s not in self._waiting:
                 continue
@@ -832,7 +882,14 @@ class _Region(Actor):
             if w.remote is not None and w.remote not in self._members:
                 w.remote = None
                 self._resolve(s, w)
+        self._unpark()
         self._check_left()
+
+    def _unpark(self) -> None:
+        for s, w in list(self._waiting.items()):
+            if w.parked:
+                w.parked = False
+                self._resolve(s, w)
 
     def _moved(self, s: int, owner: str | None) -> None:
         w = self._waiting.get(s)
@@ -851,18 +908,18 @@ class _Region(Actor):
             elif last in self._members:
                 w.remote = last
                 self._flush_to(last)  # the marker goes after everything sent before it
-                self._region_of(last).tell(_Drain(s, self.ref), self.ref)
+                self._region_of(last).tell(_Drain(s, self.ref, self._node_id), self.ref)
         self._resolve(s, w)
 
     def _resolve(self, s: int, w: _Waiting) -> None:
-        if w.local or w.remote is not None or self._owners[s] is None:
+        if w.local or w.remote is not None or w.parked or self._owners[s] is None:
             return
         del self._waiting[s]
         buf = w.returned
         buf.extend(w.buffer)
         while buf:
             rm, snd = buf.popleft()
-            self._route(rm.shard, rm.entity_id, rm.message, snd, rm.hops, rm.host)
+            self._route(rm.shard, rm.entity_id, rm.message, snd, rm.hops)
             if s in self._waiting:
                 # Moved again meanwhile: the rest waits behind what was routed.
                 self._waiting[s].buffer.extend(buf)
@@ -875,10 +932,35 @@ class _Region(Actor):
     def _drain_request(self, m: _Drain) -> None:
         # Everything the asker sent before this marker has been routed already (one
         # path, in order) unless it sits in a buffer here: then confirm after it.
+        w = self._waiting.get(m.shard)
+        if w is not None and w.remote is not None and w.remote == m.node:
+            # Each waits for the other (each last sent the shard's messages to the
+            # other: two nodes leaving at once). What the asker sent here before its
+            # marker goes back to it (its own buffer then keeps them ahead of what it
+            # sends later), then the confirmation; it does the same for ours.
+            self._give_back(m.node, w)
+            m.reply_to.tell(_Drained(m.shard, self._node_id), self.ref)
+            return
         if m.shard in self._waiting:
             self._markers.setdefault(m.shard, []).append(m.reply_to)
         else:
             m.reply_to.tell(_Drained(m.shard, self._node_id), self.ref)
+
+    def _give_back(self, node: str, w: _Waiting) -> None:
+        if not w.returned:
+            return
+        self._flush_to(node)  # the batch keeps its place behind what went before
+        out = _Out()
+        for rm, snd in w.returned:
+            out.add(rm.shard, rm.entity_id, rm.message, snd, rm.hops)
+        w.returned.clear()
+        batch = _RegionBatch(out.flat, out.senders, self._leaving is not None, self._node_id)
+        try:
+            self._region_of(node).tell(batch, self.ref)
+        except SerializationError as e:  # they came over the wire: should not happen
+            _log.warning("sharding region %r: cannot give back %s: %s", self._type, node, e)
+            for _s, _eid, msg, snd, _hops in out.messages():
+                self.context.system._dead_letter(msg, snd, self.ref)
 
     def _handed_off(self, m: _HandedOff) -> None:
         s = m.shard
@@ -905,6 +987,8 @@ class _Region(Actor):
         # heartbeat or two); until then this region forwards what still arrives.
         hb = self.context.system._cluster_node.settings.heartbeat_interval
         self._leave_not_before = monotonic() + 4 * hb + 0.2
+        # Waiting for other nodes' confirmations before leaving is bounded too.
+        self._leave_deadline = self._leave_not_before + 20 * hb + 1.0
         _log.info("sharding region %r on %s: handing off its shards", self._type, self._node_id)
         self._membership()
 
@@ -914,6 +998,12 @@ class _Region(Actor):
             done is not None
             and not self._shards
             and not any(w.local for w in self._waiting.values())
+            # Buffers that another node's confirmation will release, unless the
+            # confirmations are overdue (then post_stop makes them dead letters).
+            and (
+                not any(w.remote is not None or w.parked for w in self._waiting.values())
+                or monotonic() > self._leave_deadline
+            )
         ):
             self._flush()
             wait = self._leave_not_before - monotonic()

@@ -129,7 +129,7 @@ class _SingletonManager(Actor):
         self._free_since: float | None = None
         self._instance: ActorRef | None = None
         self._leaving: Event | None = None
-        self._io: Any = None
+        self._look: Any = None  # the greenlet reading the lease's holder
 
     # -- lifecycle ---------------------------------------------------------------------------
     def pre_start(self) -> None:
@@ -138,15 +138,21 @@ class _SingletonManager(Actor):
 
     def post_stop(self) -> None:
         Cluster(self.context.system).unsubscribe(self.ref)
-        io = self._io
-        if io is not None and not io.dead:
-            io.kill(block=False)
+        look = self._look
+        if look is not None and not look.dead:
+            look.kill(block=False)  # a read: nothing to undo
         # The instance (a child) has terminated before post_stop: releasing now keeps
         # "old terminated before new started" also when the system stops the manager.
-        if getcurrent() is self.context.system._hub:
-            gevent.spawn(self._keeper.release)
+        keeper = self._keeper
+        if keeper.token is not None:
+            if getcurrent() is self.context.system._hub:
+                keeper.release_in_background()
+            else:
+                keeper.release()
         else:
-            self._keeper.release()
+            # An acquisition in flight (never killed: the grant would block the next
+            # holder for a whole ttl) gives the lease back when it arrives.
+            keeper.close()
         if self._leaving is not None:
             self._leaving.set()
 
@@ -212,8 +218,8 @@ class _SingletonManager(Actor):
             self._free_since is not None and monotonic() - self._free_since >= self._lease_ttl
         ):
             self._busy = True
-            keeper, ref = self._keeper, self.ref
-            self._io = gevent.spawn(lambda: ref.tell(_Acquired(keeper.try_acquire()), None))
+            ref = self.ref
+            self._keeper.acquire_in_background(lambda token: ref.tell(_Acquired(token), None))
         else:
             self._busy = True
             store, lease, ref = self._keeper.store, self._keeper.name, self.ref
@@ -225,7 +231,7 @@ class _SingletonManager(Actor):
                     free = False
                 ref.tell(_Free(free), None)
 
-            self._io = gevent.spawn(look)
+            self._look = gevent.spawn(look)
 
     def _acquired(self, token: int | None) -> None:
         if token is None:
@@ -258,13 +264,8 @@ class _SingletonManager(Actor):
         # else: the acquire in flight answers first; _acquired releases.
 
     def _release_then(self) -> None:
-        keeper, ref = self._keeper, self.ref
-
-        def release() -> None:
-            keeper.release()
-            ref.tell(_Released(), None)
-
-        self._io = gevent.spawn(release)
+        ref = self.ref
+        self._keeper.release_in_background(lambda: ref.tell(_Released(), None))
 
 
 class _Found:

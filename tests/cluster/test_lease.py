@@ -112,3 +112,59 @@ def test_keeper_reports_a_refused_renewal_at_once(redis_url: str) -> None:
         assert keeper.token is None
     finally:
         backend.close()
+
+
+class _Recording:
+    """The real lease store, noting every grant (to tell the in-flight case apart)."""
+
+    def __init__(self, store: Any) -> None:
+        self.store = store
+        self.grants: list[tuple[str, int]] = []
+
+    def acquire(self, name: str, owner: str, ttl_ms: int) -> int | None:
+        token: int | None = self.store.acquire(name, owner, ttl_ms)
+        if token is not None:
+            self.grants.append((owner, token))
+        return token
+
+    def __getattr__(self, attr: str) -> Any:
+        return getattr(self.store, attr)
+
+
+def test_closing_a_keeper_while_its_grant_is_in_flight_gives_the_lease_back(
+    redis_url: str,
+) -> None:
+    # A shard that hands off before its lease came (it moved twice in a row) used to
+    # kill the acquiring greenlet mid-request: the grant reached Redis, nobody knew it,
+    # and the shard's next owner waited a whole ttl (an ask timed out in the gunicorn
+    # HUP test). Closed instead, the keeper gives a late grant back at once.
+    backend = _backend(redis_url)
+    try:
+        store = _Recording(backend.leases())
+        ttl = 30.0  # far longer than the test may wait: only a release frees it
+        in_flight = 0
+        for i in range(20):
+            name = f"flight{i}"
+            store.grants.clear()
+            a = LeaseKeeper(store, name, "node-a", ttl, lambda: None)  # type: ignore[arg-type]
+            reports: list[int | None] = []
+            a.acquire_in_background(reports.append, poll=0.05)
+            gevent.sleep(0)  # its request is on the wire, the reply maybe not read yet
+            if a.token is not None:
+                a.release()  # the reply was quicker: what the shard does then
+                continue
+            a.close()
+            deadline = time.monotonic() + 5.0
+            b = LeaseKeeper(store, name, "node-b", ttl, lambda: None)  # type: ignore[arg-type]
+            while b.try_acquire() is None:
+                assert time.monotonic() < deadline, f"{name}: still held after close"
+                gevent.sleep(0.02)
+            if any(owner == "node-a" for owner, _ in store.grants):
+                in_flight += 1
+            store.grants.clear()
+            gevent.sleep(0.1)
+            assert reports == [], "a closed keeper reports nothing"
+            b.release()
+        assert in_flight >= 1, "the grant never arrived after the close: nothing was tested"
+    finally:
+        backend.close()
