@@ -1,4 +1,6 @@
-"""``ClusterSharding``: one actor per entity id across the cluster (SPEC section 17).
+"""``ClusterSharding``: one actor per entity id across the cluster.
+
+Concepts and guarantees for users: docs/cluster/singleton-sharding.md.
 
 Shape (every name below is internal):
 

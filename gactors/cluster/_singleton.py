@@ -1,4 +1,6 @@
-"""``ClusterSingleton``: one instance of an actor in the whole cluster (SPEC section 17).
+"""``ClusterSingleton``: one instance of an actor in the whole cluster.
+
+Concepts and guarantees for users: docs/cluster/singleton-sharding.md.
 
 Every node calls ``ClusterSingleton(system).init(name, props, ...)``, which starts two
 system actors on that node:
