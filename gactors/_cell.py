@@ -471,7 +471,7 @@ def _on_terminated(cell: ActorCell, message: Terminated) -> None:
 
 
 def _on_timer(cell: ActorCell, message: TimerMsg) -> None:
-    # Deliver only if the timer still exists with this generation (SPEC section 9).
+    # Deliver only if the timer still exists with this generation (docs/api/time.md).
     timers = cell.timers_obj
     inner = timers.intercept(message) if timers is not None else None
     if inner is not None:

@@ -103,7 +103,8 @@ class ActorRef:
         # thread id, and would then be taken for the hub's thread.
         if system._thread_alive() is None:
             system._check_thread_alive("ask")  # raises
-        # None means the default, as in pattern.ask: no ask waits without end (SPEC 4).
+        # None means the default, as in pattern.ask: no ask waits without end
+        # (docs/reliability.md, "Bad inputs").
         t: float = (
             system.settings.default_ask_timeout
             if timeout is None
@@ -126,7 +127,7 @@ class ActorRef:
         if not block:
             return fut
         # Timed here, in the calling thread: while unpatched code blocks the hub, the
-        # hub's timer cannot fire, and this thread must not wait for it (SPEC 4).
+        # hub's timer cannot fire, and this thread must not wait for it (docs/howto/threads.md).
         try:
             return fut.get(t)
         except TimeoutError:

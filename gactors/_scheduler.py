@@ -1,4 +1,4 @@
-"""``system.scheduler``: messages (or calls) after a delay, once or repeatedly (SPEC section 9).
+"""``system.scheduler``: messages (or calls) after a delay, once or repeatedly (docs/api/time.md).
 
 Every task is a one-shot timer of the system's gevent hub, re-armed after each run, so
 an idle scheduler costs no greenlet and nothing runs between two firings. Callbacks run

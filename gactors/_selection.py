@@ -1,4 +1,4 @@
-"""``ActorSelection``: a path looked up when a message is sent (SPEC section 17)."""
+"""``ActorSelection``: a path looked up when a message is sent (docs/api/refs.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Supervisor strategies, directives and deciders (SPEC section 6)."""
+"""Supervisor strategies, directives and deciders (docs/concepts/supervision.md)."""
 
 from __future__ import annotations
 

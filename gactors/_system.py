@@ -231,8 +231,8 @@ class ActorSystem:
         self.event_stream = EventStream(self)
         self.log = logging.LoggerAdapter(logging.getLogger("gactors.system"), {"actor_path": name})
 
-        # A cluster node (SPEC 17) connects before the root path is built: paths carry
-        # the node's address. A system without a cluster table never imports the
+        # A cluster node (docs/cluster/concepts.md) connects before the root path is
+        # built: paths carry the node's address. A system without a cluster table never imports the
         # cluster package.
         self._cluster_node: Any = None
         if self.settings.cluster is not None:
@@ -495,7 +495,7 @@ class ActorSystem:
     def _mark_forked(self) -> None:
         """In the child of ``os.fork()``: make every use of this system raise."""
         self._forked = True
-        # Nothing of the parent's runs in the child (SPEC section 13): the workers copied
+        # Nothing of the parent's runs in the child (docs/gunicorn.md): the workers copied
         # mid-message or parked are frozen, the timers and the parent's queued messages
         # are dropped, and closing every mailbox sends tell() to the slow path, which
         # raises. Without this the child's hub would wake the copied workers and

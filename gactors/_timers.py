@@ -1,4 +1,4 @@
-"""``self.timers``: per-actor timers identified by keys (SPEC section 9).
+"""``self.timers``: per-actor timers identified by keys (docs/api/time.md).
 
 Each timer is a task of ``system.scheduler`` that tells the actor an internal envelope
 (:class:`TimerMsg`) carrying the timer's key and generation. The cell unwraps it when

@@ -64,7 +64,8 @@ def graceful_stop(
     def start() -> None:
         loop = system._hub.loop
         watcher._timer = timer = loop.timer(timeout)
-        loop.update_now()  # count from now, even after the hub was blocked (SPEC 4)
+        # count from now, even after the hub was blocked (docs/howto/threads.md)
+        loop.update_now()
         timer.start(
             watcher._complete_exc,
             AskTimeoutError(f"{ref.path} did not stop within {timeout} s"),

@@ -1,4 +1,4 @@
-"""Pool routers (SPEC section 10): one actor in front of ``n`` routee children.
+"""Pool routers (docs/api/routing.md): one actor in front of ``n`` routee children.
 
 ``system.actor_of(RoundRobinPool(5).props(Props(Worker)), "workers")`` creates a router
 actor whose children are five ``Worker`` routees. Messages told to the router are

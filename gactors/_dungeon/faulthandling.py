@@ -1,4 +1,6 @@
-"""Fault handling: suspension, failure reports, restart and stop (SPEC section 6).
+"""Fault handling: suspension, failure reports, restart and stop.
+
+Documented for users in docs/concepts/supervision.md and docs/concepts/restart.md.
 
 This is the one place where restarts happen (``fault_recreate`` then
 ``finish_recreate``) and where actors stop (``terminate`` then ``finish_terminate``).
@@ -83,7 +85,7 @@ class FaultHandling(CellState):
             return
         failed_actor = self.actor
         self.lifecycle_debug("restarting")
-        # SPEC 3 and 6.3(f): only a restart decided on this actor's own failure passes
+        # docs/concepts/restart.md: only a restart decided on this actor's own failure passes
         # the failing message; sibling, child and escalation restarts pass None.
         message = None if survivor else self.failed_message
         try:
@@ -127,7 +129,8 @@ class FaultHandling(CellState):
             stats = self.stats_for(child)
             if stats is not None:
                 # A failure this child reported before now (waiting in our stash) is
-                # settled by this restart: it must not be decided on again (SPEC 6.2).
+                # settled by this restart: it must not be decided on again
+                # (docs/concepts/supervision.md).
                 stats.settled_seq = stats.cell.failure_seq
             child._send_system(sm.Recreate(cause, survivor=True))
 

@@ -1,4 +1,4 @@
-"""``Cluster(system)``: the public face of a system's cluster node (SPEC section 17)."""
+"""``Cluster(system)``: the public face of a system's cluster node (docs/cluster/concepts.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``ClusterNode``: one actor system as a node of a cluster on Redis (SPEC section 17).
+"""``ClusterNode``: one actor system as a node of a cluster on Redis (docs/cluster/concepts.md).
 
 Created by :class:`~gactors.ActorSystem` when its settings have a ``cluster`` table,
 never imported otherwise. It owns:

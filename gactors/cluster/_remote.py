@@ -1,4 +1,4 @@
-"""Refs to actors of other nodes (SPEC section 17, "Remote refs").
+"""Refs to actors of other nodes (docs/cluster/concepts.md, "Addresses and paths").
 
 A :class:`RemoteActorRef` is a path on another node plus the actor's incarnation uid.
 Telling it encodes the message at once (a :class:`~gactors.SerializationError` reaches

@@ -1,4 +1,4 @@
-"""The cluster's wire format, in one place (SPEC section 17, "Serialization").
+"""The cluster's wire format, in one place (docs/cluster/concepts.md, "Serialization").
 
 **Batches and records.** One entry in a node's inbox stream is one *batch*: a msgpack
 array of *records*, each ``[kind, recipient, sender, serializer_id, payload]``:
@@ -366,7 +366,7 @@ _X_CLASS: Final = 8  # [tag, *fields]: registered classes
 _X_LIST: Final = 9  # a list at the top of a message (see MsgpackSerializer.encode)
 _X_STDLIB: Final = 10  # [number, value]: common standard-library value types (_STDLIB)
 
-# Value types of the standard library that messages often carry (not in SPEC's list;
+# Value types of the standard library that messages often carry (not in the documented list;
 # carried as themselves so nobody has to wrap them): number -> (type, to wire, from wire).
 # A datetime keeps its UTC offset; a ZoneInfo zone arrives as a fixed-offset timezone
 # (equal instant, same type). The numbers are part of the wire format.

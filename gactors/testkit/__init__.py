@@ -1,4 +1,4 @@
-"""Testing support for actors (SPEC section 15).
+"""Testing support for actors (docs/testing.md).
 
 * :class:`TestProbe` — an actor whose messages the test reads in order, with timeouts:
   ``probe.expect_msg("pong")``, ``probe.expect_terminated(ref)``, ...
