@@ -26,7 +26,7 @@ from gactors._dungeon._state import EMPTY
 from gactors._dungeon.children import Children, Recreation
 from gactors._dungeon.deathwatch import DeathWatch
 from gactors._dungeon.faulthandling import FATAL, FaultHandling
-from gactors._dungeon.receivetimeout import ReceiveTimeout
+from gactors._dungeon.receivetimeout import ReceiveTimeoutTimer
 from gactors._messages import (
     ActorIdentity,
     Identify,
@@ -59,7 +59,7 @@ _actor_log = logging.getLogger("gactors.actor")
 _NORMAL, _SUSPENDED, _WAITING = 0, 1, 2
 
 
-class ActorCell(Children, DeathWatch, FaultHandling, ReceiveTimeout):
+class ActorCell(Children, DeathWatch, FaultHandling, ReceiveTimeoutTimer):
     """Everything about one actor incarnation except the user's instance."""
 
     __slots__ = (

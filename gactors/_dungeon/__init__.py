@@ -5,7 +5,7 @@
 * :mod:`.children` - the children container, names, stopping children;
 * :mod:`.deathwatch` - watch/unwatch and ``Terminated`` delivery;
 * :mod:`.faulthandling` - suspend/resume, failure reports, restart, stop;
-* :mod:`.receivetimeout` - the idle timer.
+* :mod:`.receivetimeout` - the idle timer (``ReceiveTimeoutTimer``).
 
 The message loop itself (system queue first, then a batch of user messages) is the
 worker loop of ``gactors._dispatch``. "Where does a restart happen?" -
