@@ -4,6 +4,7 @@
 
 * :mod:`.children` - the children container, names, stopping children;
 * :mod:`.deathwatch` - watch/unwatch and ``Terminated`` delivery;
+* :mod:`.dispatch` - the mailbox, the slow paths of ``tell``, the system queue;
 * :mod:`.faulthandling` - suspend/resume, failure reports, restart, stop;
 * :mod:`.receivetimeout` - the idle timer (``ReceiveTimeoutTimer``).
 

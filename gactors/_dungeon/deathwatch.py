@@ -85,6 +85,16 @@ class DeathWatch(CellState):
             self.terminated_queued = {}
         self.terminated_queued.setdefault(actor, None)
 
+    def system_dead_letter(self, message: sm.SystemMessage) -> None:
+        """A system message for this cell after it terminated (the rest are dropped)."""
+        if (
+            type(message) is sm.Watch
+            and message.watchee == self.ref
+            and message.watcher != self.ref
+        ):
+            # Watching an actor that is already dead: Terminated at once, unconfirmed.
+            message.watcher._send_system(sm.DeathWatchNotification(self.ref, False, False))
+
     # -- the auto-received Terminated --------------------------------------------------------------
     def received_terminated(self, t: Terminated) -> None:
         queued = self.terminated_queued
