@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import itertools
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Literal, overload
 
 from greenlet import getcurrent
 
@@ -82,6 +82,22 @@ class ActorRef:
             raise IllegalStateError("forward() can only be used inside an actor")
         self.tell(message, g.cell.sender_or_none)
 
+    @overload
+    def ask(
+        self,
+        message: Any,
+        *,
+        timeout: float | timedelta | None = None,
+        block: Literal[True] = True,
+    ) -> Any: ...
+    @overload
+    def ask(
+        self, message: Any, *, timeout: float | timedelta | None = None, block: Literal[False]
+    ) -> Future[Any]: ...
+    @overload
+    def ask(
+        self, message: Any, *, timeout: float | timedelta | None = None, block: bool
+    ) -> Any: ...
     def ask(
         self, message: Any, *, timeout: float | timedelta | None = None, block: bool = True
     ) -> Any:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 from gactors._duration import seconds
 from gactors._messages import ActorIdentity, Identify
@@ -13,6 +13,7 @@ from gactors._ref import IMPLICIT, ActorRef, EmptyLocalActorRef, _Implicit
 from gactors.exceptions import ActorNotFound, AskTimeoutError
 
 if TYPE_CHECKING:
+    from gactors._future import Future
     from gactors._system import ActorSystem
 
 __all__ = ["ActorSelection"]
@@ -54,6 +55,22 @@ class ActorSelection:
         """Send ``message`` to the actor at the path (a dead letter if there is none)."""
         self._target().tell(message, sender)
 
+    @overload
+    def ask(
+        self,
+        message: Any,
+        *,
+        timeout: float | timedelta | None = None,
+        block: Literal[True] = True,
+    ) -> Any: ...
+    @overload
+    def ask(
+        self, message: Any, *, timeout: float | timedelta | None = None, block: Literal[False]
+    ) -> Future[Any]: ...
+    @overload
+    def ask(
+        self, message: Any, *, timeout: float | timedelta | None = None, block: bool
+    ) -> Any: ...
     def ask(
         self, message: Any, *, timeout: float | timedelta | None = None, block: bool = True
     ) -> Any:

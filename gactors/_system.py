@@ -13,7 +13,7 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from datetime import timedelta
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
 from gevent.hub import get_hub
 from greenlet import getcurrent
@@ -51,6 +51,8 @@ __all__ = ["ActorSystem"]
 _log = logging.getLogger("gactors")
 _SYSTEM_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
 F = TypeVar("F", bound=Callable[..., Any])
+T = TypeVar("T")
+P = ParamSpec("P")
 
 
 def resolve_configurator(value: Any) -> SupervisorStrategyConfigurator:
@@ -117,15 +119,20 @@ def _stop_anything(exc: BaseException) -> Directive:
     return Directive.STOP
 
 
-class _RootGuardian(Actor):
-    supervisor_strategy = OneForOneStrategy(_stop_anything)
+class _StopWhenWatchedStops(Actor):
+    """The root and system guardians: each watches one actor (``/``'s is ``/system``,
+    ``/system``'s is ``/user``) and stops when it has stopped, which is how shutdown
+    walks up the tree: /user, then /system, then the root."""
 
     def receive(self, message: Any) -> None:
         if type(message) is Terminated:
-            # /system is gone: every actor has stopped.
             self.context.stop(self.ref)
         else:
             self.unhandled(message)
+
+
+class _RootGuardian(_StopWhenWatchedStops):
+    supervisor_strategy = OneForOneStrategy(_stop_anything)
 
 
 class _UserGuardian(Actor):
@@ -148,15 +155,8 @@ def _system_guardian_decider(exc: BaseException) -> Directive:
     return Directive.ESCALATE
 
 
-class _SystemGuardian(Actor):
+class _SystemGuardian(_StopWhenWatchedStops):
     supervisor_strategy = OneForOneStrategy(_system_guardian_decider)
-
-    def receive(self, message: Any) -> None:
-        if type(message) is Terminated:
-            # /user is gone: the framework's own actors may stop now.
-            self.context.stop(self.ref)
-        else:
-            self.unhandled(message)
 
 
 class _TheOneWhoWalksTheBubbles(ActorRef):
@@ -645,18 +645,19 @@ class ActorSystem:
                 "gevent hub) has exited, so the system can no longer run"
             )
 
-    def _run_in_hub(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    def _run_in_hub(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         """Run ``fn`` in the hub thread and wait for its result (from a foreign thread)."""
         self._check_thread_alive(f"call {getattr(fn, '__name__', 'a function')}()")
         lock = allocate_lock()
         lock.acquire()
-        box: list[tuple[bool, Any]] = []
+        results: list[T] = []
+        errors: list[BaseException] = []
 
         def call() -> None:
             try:
-                box.append((True, fn(*args, **kwargs)))
+                results.append(fn(*args, **kwargs))
             except BaseException as e:
-                box.append((False, e))
+                errors.append(e)
             finally:
                 lock.release()
 
@@ -666,7 +667,6 @@ class ActorSystem:
                 f"the hub thread of actor system {self.name!r} did not run the call within 60 s "
                 "(is its thread blocked outside gevent?)"
             )
-        ok, value = box[0]
-        if ok:
-            return value
-        raise value
+        if errors:
+            raise errors[0]
+        return results[0]

@@ -23,7 +23,7 @@ def ask(ref: ActorRef, message: Any, timeout: float | timedelta | None = None) -
     """
     if not isinstance(ref, ActorRef):
         raise TypeError(f"ask() needs an ActorRef, not {type(ref).__name__}")
-    return ref.ask(message, timeout=timeout, block=False)  # type: ignore[no-any-return]
+    return ref.ask(message, timeout=timeout, block=False)
 
 
 def pipe_to(future: Future[Any], ref: ActorRef, sender: ActorRef | None = None) -> Future[Any]:

@@ -6,7 +6,6 @@ module subclasses :class:`CellState` so that mypy knows what the others provide.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Final
 
@@ -25,11 +24,14 @@ if TYPE_CHECKING:
     from gactors._system import ActorSystem
 
 
-EMPTY: Final[Mapping[Any, Any]] = MappingProxyType({})
+EMPTY: Final[Any] = MappingProxyType({})
 """The shared, immutable empty mapping every cell starts with for its children,
 watch and to-die tables: most actors never use them, and an empty dict per table per
 actor is what an idle actor would otherwise cost. Code that adds to a table first
-swaps ``EMPTY`` for a fresh dict (copy-on-write)."""
+swaps ``EMPTY`` for a fresh dict (copy-on-write).
+
+Typed ``Any`` so that it can stand in for each table's own dict type; a write that
+forgot the swap fails at run time (a ``MappingProxyType`` is read-only)."""
 
 
 class CellState:

@@ -108,7 +108,7 @@ class DeathWatch(CellState):
         watchers = self.watched_by
         if watchers:
             parent = self.parent
-            self.watched_by = EMPTY  # type: ignore[assignment]
+            self.watched_by = EMPTY
             for w in watchers:
                 # The parent learns of it from the notification every child sends it.
                 if w != parent:
@@ -120,5 +120,5 @@ class DeathWatch(CellState):
             me = self.ref
             for ref in list(watching):
                 ref._send_system(sm.Unwatch(ref, me))
-            self.watching = EMPTY  # type: ignore[assignment]
-        self.terminated_queued = EMPTY  # type: ignore[assignment]
+            self.watching = EMPTY
+        self.terminated_queued = EMPTY

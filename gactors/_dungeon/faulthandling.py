@@ -19,7 +19,7 @@ from greenlet import GreenletExit
 from gactors import _sysmsg as sm
 from gactors._dungeon._state import CellState
 from gactors._dungeon.children import CREATION, TERMINATION, ChildrenView, Recreation
-from gactors._text import safe_str
+from gactors._text import failure_text, safe_str
 from gactors.exceptions import (
     ActorInitializationException,
     PostRestartException,
@@ -93,12 +93,9 @@ class FaultHandling(CellState):
         except FATAL:
             raise
         except BaseException as e:
-            self.system._publish_log(
-                logging.ERROR,
-                str(self.path),
-                f"pre_restart failed, the restart goes on: {type(e).__name__}: {safe_str(e)}",
+            self.log_failure(
+                f"pre_restart failed, the restart goes on: {failure_text(e)}",
                 PreRestartException(self.ref, e, cause, message),
-                category="supervision",
             )
         finally:
             self.failed_message = None
@@ -162,7 +159,7 @@ class FaultHandling(CellState):
             self.actor = None
             self.instance_discarded()
             raise ActorInitializationException(
-                self.ref, f"exception during creation: {type(e).__name__}: {safe_str(e)}", e
+                self.ref, f"exception during creation: {failure_text(e)}", e
             ) from e
         self.check_receive_timeout()
         self.lifecycle_debug("started")
@@ -190,13 +187,7 @@ class FaultHandling(CellState):
         except FATAL:
             raise
         except BaseException as e:
-            self.system._publish_log(
-                logging.ERROR,
-                str(self.path),
-                f"post_stop failed: {type(e).__name__}: {safe_str(e)}",
-                e,
-                category="supervision",
-            )
+            self.log_failure(f"post_stop failed: {failure_text(e)}", e)
         finally:
             self.dead = True
             self.open = False
@@ -212,6 +203,13 @@ class FaultHandling(CellState):
             self.drain_to_dead_letters()
 
     # -- failures --------------------------------------------------------------------------
+    def log_failure(
+        self, text: str, cause: BaseException | None, level: int = logging.ERROR
+    ) -> None:
+        """A record of the supervision log category (and on the event stream) from this
+        actor: what went wrong in the lifecycle or in failure handling itself."""
+        self.system._publish_log(level, str(self.path), text, cause, category="supervision")
+
     def handle_invoke_failure(
         self, exc: BaseException, skip: tuple[ActorRef, ...] = (), tb: Any = _OWN_TB
     ) -> None:
@@ -238,13 +236,10 @@ class FaultHandling(CellState):
             self.failure_seq += 1
             self.parent._send_system(sm.Failed(self.ref, exc, self.uid, self.failure_seq, tb))
         except Exception as e:
-            self.system._publish_log(
-                logging.ERROR,
-                str(self.path),
-                f"emergency stop: exception in failure handling for {type(exc).__name__}: "
-                f"{safe_str(e)}",
+            self.log_failure(
+                "emergency stop: exception in failure handling for "
+                f"{type(exc).__name__}: {safe_str(e)}",
                 e,
-                category="supervision",
             )
             try:
                 self.stop_all_children()
@@ -256,12 +251,11 @@ class FaultHandling(CellState):
         child = f.child
         stats = self.stats_for(child)
         if stats is None or child in self.to_die:
-            self.system._publish_log(
-                logging.DEBUG,
-                str(self.path),
+            self.log_failure(
                 f"dropping Failed({type(f.cause).__name__}) from unknown or stopping child "
                 f"{child.path} (uid {f.uid})",
-                category="supervision",
+                None,
+                logging.DEBUG,
             )
             return
         child_cell = stats.cell
@@ -306,12 +300,7 @@ class FaultHandling(CellState):
                 if self.failed is not None:
                     # Already failed or stopping: no supervisor will decide on this one,
                     # so it must at least be logged rather than vanish.
-                    self.system._publish_log(
-                        logging.ERROR,
-                        str(self.path),
-                        f"handle_child_terminated failed: {type(e).__name__}: {safe_str(e)}",
-                        e,
-                    )
+                    self.log_failure(f"handle_child_terminated failed: {failure_text(e)}", e)
                 else:
                     self.handle_invoke_failure(e)
         if status is TERMINATION:

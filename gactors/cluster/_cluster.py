@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, ParamSpec, TypeVar
 
 import gevent
 from greenlet import getcurrent
@@ -16,6 +17,9 @@ from gactors.exceptions import ClusterError
 if TYPE_CHECKING:
     from gactors._system import ActorSystem
     from gactors.cluster._node import ClusterNode
+
+T = TypeVar("T")
+P = ParamSpec("P")
 
 __all__ = ["Cluster"]
 
@@ -47,11 +51,11 @@ class Cluster:
             node.cluster_facade = facade
         return facade  # type: ignore[no-any-return]
 
-    def _in_hub(self, fn: Any, *args: Any) -> Any:
+    def _in_hub(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         system = self._system
         if system._tid == _ident():
-            return fn(*args)
-        return system._run_in_hub(fn, *args)
+            return fn(*args, **kwargs)
+        return system._run_in_hub(fn, *args, **kwargs)
 
     @property
     def self_address(self) -> Address:
@@ -71,12 +75,12 @@ class Cluster:
     def members(self) -> tuple[Member, ...]:
         """Every member (oldest first), with status ``"up"``, ``"leaving"`` or
         ``"unreachable"``."""
-        return self._in_hub(self._node.members)  # type: ignore[no-any-return]
+        return self._in_hub(self._node.members)
 
     @property
     def state(self) -> CurrentClusterState:
         """The members and the unreachable ones, as subscribers get them first."""
-        return self._in_hub(self._node.state)  # type: ignore[no-any-return]
+        return self._in_hub(self._node.state)
 
     def subscribe(self, subscriber: ActorRef, *event_classes: type) -> None:
         """Send ``subscriber`` a :class:`CurrentClusterState`, then every membership

@@ -381,26 +381,26 @@ class ClusterNode:
         if get_ident() != self._tid:
             self.system._run_in_hub_async(self.send_system, ref, message)
             return
-        t = type(message)
         dest = ref._dest
-        if t is sm.Watch:
-            watcher = message.watcher  # type: ignore[attr-defined]
+        # type(message) each time, not a local: mypy narrows the message by it
+        if type(message) is sm.Watch:
+            watcher = message.watcher
             if dest in self._removed:
                 # A node that is gone: its actors are terminated.
                 watcher._send_system(sm.DeathWatchNotification(ref, False, True))
                 return
             self._watching.setdefault(dest, {}).setdefault(ref, set()).add(watcher)
-        elif t is sm.Unwatch:
+        elif type(message) is sm.Unwatch:
             watchers = self._watching.get(dest, {}).get(ref)
             if watchers is not None:
-                watchers.discard(message.watcher)  # type: ignore[attr-defined]
+                watchers.discard(message.watcher)
                 if not watchers:
                     del self._watching[dest][ref]
-        elif t is sm.DeathWatchNotification:
+        elif type(message) is sm.DeathWatchNotification:
             # A local actor died; ``ref`` watched it from another node.
             s = self._watched_by.get(dest)
             if s is not None:
-                s.discard((message.actor, ref))  # type: ignore[attr-defined]
+                s.discard((message.actor, ref))
         else:
             _log.debug("system message %r to remote %s not sent", message, ref)
             return
@@ -662,14 +662,13 @@ class ClusterNode:
 
     def _system_record(self, r: Record) -> None:
         message = self.codec.decode_system(r.payload)
-        t = type(message)
-        if t is sm.Watch:
-            watchee, watcher = message.watchee, message.watcher  # type: ignore[attr-defined]
+        if type(message) is sm.Watch:
+            watchee, watcher = message.watchee, message.watcher
             if type(watcher) is RemoteActorRef:
                 self._watched_by.setdefault(watcher._dest, set()).add((watchee, watcher))
             watchee._send_system(message)
-        elif t is sm.Unwatch:
-            watchee, watcher = message.watchee, message.watcher  # type: ignore[attr-defined]
+        elif type(message) is sm.Unwatch:
+            watchee, watcher = message.watchee, message.watcher
             if type(watcher) is RemoteActorRef:
                 s = self._watched_by.get(watcher._dest)
                 if s is not None:

@@ -1083,15 +1083,16 @@ class WireCodec:
         """A Watch, Unwatch or DeathWatchNotification for a system record's payload."""
         ref = self.refs.ref_to_wire
         t = type(message)
-        if t is Watch:
-            m: Any = _WatchW(ref(message.watchee), ref(message.watcher))  # type: ignore[attr-defined]
-        elif t is Unwatch:
-            m = _UnwatchW(ref(message.watchee), ref(message.watcher))  # type: ignore[attr-defined]
-        elif t is DeathWatchNotification:
+        # type(message), not t: mypy narrows the message by it
+        if type(message) is Watch:
+            m: Any = _WatchW(ref(message.watchee), ref(message.watcher))
+        elif type(message) is Unwatch:
+            m = _UnwatchW(ref(message.watchee), ref(message.watcher))
+        elif type(message) is DeathWatchNotification:
             m = _DeathWatchNotificationW(
-                ref(message.actor),  # type: ignore[attr-defined]
-                bool(message.existence_confirmed),  # type: ignore[attr-defined]
-                bool(message.address_terminated),  # type: ignore[attr-defined]
+                ref(message.actor),
+                bool(message.existence_confirmed),
+                bool(message.address_terminated),
             )
         else:
             raise SerializationError(

@@ -1079,7 +1079,7 @@ class ClusterSharding:
         system = self._system
         if system._tid == get_ident():
             return self._start_in_hub(*args)
-        return system._run_in_hub(self._start_in_hub, *args)  # type: ignore[no-any-return]
+        return system._run_in_hub(self._start_in_hub, *args)
 
     def _start_in_hub(
         self,

@@ -426,9 +426,7 @@ class ClusterSingleton:
         system = self._system
         if system._tid == get_ident():
             return self._init(name, props, role, stop_message, buffer_size)
-        return system._run_in_hub(  # type: ignore[no-any-return]
-            self._init, name, props, role, stop_message, buffer_size
-        )
+        return system._run_in_hub(self._init, name, props, role, stop_message, buffer_size)
 
     def _init(
         self, name: str, props: Props, role: str | None, stop_message: Any, buffer_size: int

@@ -29,7 +29,7 @@ import time
 import weakref
 from collections import deque
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from gactors._dispatch import Dispatcher
 from gactors._eventstream import LogEvent
@@ -40,6 +40,9 @@ from gactors._threads import get_ident
 if TYPE_CHECKING:
     from gactors._cell import ActorCell
     from gactors._system import ActorSystem
+
+T = TypeVar("T")
+P = ParamSpec("P")
 
 __all__ = ["MAX_WALK", "TOTALS_TTL", "WALK_SHARE", "SystemObserver", "local_path", "observer_for"]
 
@@ -198,16 +201,16 @@ class SystemObserver:
             fn("failure", event)
 
     # -- views (any thread) -----------------------------------------------------------------
-    def in_hub(self, fn: Callable[..., Any], *args: Any) -> Any:
+    def in_hub(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         """Run ``fn(*args)`` in the system's hub thread (at once if already there)."""
         system = self.system
         if get_ident() == system._tid:
-            return fn(*args)
-        return system._run_in_hub(fn, *args)
+            return fn(*args, **kwargs)
+        return system._run_in_hub(fn, *args, **kwargs)
 
     def processed(self) -> int:
         """User messages processed so far by the system's dispatcher."""
-        return self.in_hub(self._processed)  # type: ignore[no-any-return]
+        return self.in_hub(self._processed)
 
     def _processed(self) -> int:
         # The worker loop counts in a local per batch and adds it to the dispatcher's
@@ -325,7 +328,7 @@ class SystemObserver:
         opened first in pre-order get their children first; ``more`` counts what the
         bound cut off).
         """
-        return self.in_hub(self._walk_tree, frozenset(open_paths), limit, max_rows)  # type: ignore[no-any-return]
+        return self.in_hub(self._walk_tree, frozenset(open_paths), limit, max_rows)
 
     def _walk_tree(
         self, open_paths: frozenset[str], limit: int, max_rows: int | None = None
@@ -354,7 +357,7 @@ class SystemObserver:
 
     def node(self, path: str, limit: int) -> dict[str, Any] | None:
         """One actor and its first ``limit`` children, or None if there is no such actor."""
-        return self.in_hub(self._one_level, path, limit)  # type: ignore[no-any-return]
+        return self.in_hub(self._one_level, path, limit)
 
     def _one_level(self, path: str, limit: int) -> dict[str, Any] | None:
         cell = self.system._root

@@ -27,7 +27,7 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from time import monotonic
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from gactors._actor import Actor
 from gactors._future import Future
@@ -41,6 +41,9 @@ if TYPE_CHECKING:
     from gactors._cell import ActorCell
     from gactors._eventstream import LogEvent
     from gactors._system import ActorSystem
+
+T = TypeVar("T")
+P = ParamSpec("P")
 
 __all__ = [
     "DEFAULT_TIMEOUT",
@@ -77,10 +80,10 @@ def dilated(seconds: float) -> float:
     return float(seconds) * time_factor()
 
 
-def _in_hub(system: ActorSystem, fn: Callable[..., Any], *args: Any) -> Any:
+def _in_hub(system: ActorSystem, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
     if get_ident() == system._tid:
-        return fn(*args)
-    return system._run_in_hub(fn, *args)
+        return fn(*args, **kwargs)
+    return system._run_in_hub(fn, *args, **kwargs)
 
 
 # -- the probe ------------------------------------------------------------------------------------
@@ -280,13 +283,13 @@ class TestProbe:
         """Watch ``ref``: the probe receives ``Terminated(ref)`` when it stops."""
         if not isinstance(ref, ActorRef):
             raise TypeError(f"watch() needs an ActorRef, not {type(ref).__name__}")
-        return _in_hub(self.system, self._cell.watch, ref, None)  # type: ignore[no-any-return]
+        return _in_hub(self.system, self._cell.watch, ref, None)
 
     def unwatch(self, ref: ActorRef) -> ActorRef:
         """Stop watching ``ref`` (a ``Terminated`` not yet received is dropped)."""
         if not isinstance(ref, ActorRef):
             raise TypeError(f"unwatch() needs an ActorRef, not {type(ref).__name__}")
-        return _in_hub(self.system, self._cell.unwatch, ref)  # type: ignore[no-any-return]
+        return _in_hub(self.system, self._cell.unwatch, ref)
 
     def expect_terminated(self, ref: ActorRef, timeout: float | None = None) -> Terminated:
         """The next message must be ``Terminated(ref)`` (watch ``ref`` first)."""
