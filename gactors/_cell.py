@@ -115,7 +115,7 @@ class ActorCell(Children, DeathWatch, Dispatch, FaultHandling, ReceiveTimeoutTim
         self.parent_cell = parent_cell
         self.uid = next(_uids)
         self.tid = system._tid
-        self.dispatcher = system._dispatcher
+        self.dispatcher = system.dispatcher
         # The mailbox deque is only allocated on the first message: an idle actor that
         # never got one should not pay for it. Until then `open` is False, which sends
         # tell() down the slow path that allocates it.
@@ -176,12 +176,12 @@ class ActorCell(Children, DeathWatch, Dispatch, FaultHandling, ReceiveTimeoutTim
         tb = exc.__traceback__
         if type(sender) is PromiseRef:
             # The asker learns of the failure at once instead of timing out.
-            sender._fail_from_target(exc)
+            sender.fail_from_target(exc)
         elif sender is not None and type(sender) is not LocalActorRef:
             # A remote asker's promise (a cluster ref to another node's /temp path)
             # learns of it too: the ref sends it a Status.Failure. Refs that are not
             # promises have no such method.
-            fail = getattr(sender, "_fail_from_target", None)
+            fail = getattr(sender, "fail_from_target", None)
             if fail is not None:
                 fail(exc)
         self.failed_message = message
@@ -269,7 +269,7 @@ class ActorCell(Children, DeathWatch, Dispatch, FaultHandling, ReceiveTimeoutTim
     def lifecycle_debug(self, what: str) -> None:
         if self.system.settings.debug_lifecycle:
             cls = type(self.actor).__qualname__ if self.actor is not None else "?"
-            self.system._publish_log(
+            self.system.publish_log(
                 logging.DEBUG, str(self.path), f"{what} ({cls})", category="lifecycle"
             )
 

@@ -43,7 +43,7 @@ class ActorSelection:
     def _target(self) -> ActorRef:
         system = self._system
         path = self._path
-        node = system._cluster_node
+        node = system.cluster_node
         if path.node is not None and node is not None and path.node != node.node_id:
             return node.remote_ref(path, 0)  # type: ignore[no-any-return]
         ref = system.lookup(path) if path.node is None or node is not None else None
@@ -85,7 +85,7 @@ class ActorSelection:
         if isinstance(target, EmptyLocalActorRef):
             raise ActorNotFound(f"no actor at {self._path}")
         if target.path.node is None or target.path.node == getattr(
-            self._system._cluster_node, "node_id", None
+            self._system.cluster_node, "node_id", None
         ):
             return target  # a local actor: resolved already
         wait = (

@@ -261,7 +261,7 @@ class SupervisorStrategy:
             return
         text = failure_text(cause)
         level = logging.WARNING if directive is Directive.RESUME else logging.ERROR
-        context.system._publish_log(
+        context.system.publish_log(
             level,
             str(child.path),
             f"{text} ({directive.name.lower()})",

@@ -106,7 +106,7 @@ class Dispatch(CellState):
 
     def send_system(self, message: sm.SystemMessage) -> None:
         if get_ident() != self.tid:
-            self.system._run_in_hub_async(self.send_system, message)
+            self.system.run_in_hub_async(self.send_system, message)
             return
         if self.dead:
             self.system_dead_letter(message)
@@ -145,14 +145,14 @@ class Dispatch(CellState):
     def enqueue_closed(self, message: Any, sender: ActorRef | None) -> None:
         """tell() in the hub thread when the mailbox is not open: not allocated yet,
         bounded, or the cell is dead (dead letter) or the process forked (raise)."""
-        if self.system._forked:
-            raise self.system._fork_error()
+        if self.system.forked:
+            raise self.system.fork_error()
         if self.dead:
-            self.system._dead_letter(message, sender, self.ref)
+            self.system.publish_dead_letter(message, sender, self.ref)
             return
         capacity = self.capacity
         if capacity is not None and len(self.mailbox) >= capacity:
-            self.system._dead_letter(message, sender, self.ref)
+            self.system.publish_dead_letter(message, sender, self.ref)
             return
         self.ensure_mailbox().append((message, sender))
         if not self.scheduled:
@@ -163,20 +163,20 @@ class Dispatch(CellState):
         mailbox = self.mailbox
         if mailbox is NO_MAILBOX:
             mailbox = self.mailbox = deque()
-            self.open = self.capacity is None and not self.dead and not self.system._forked
+            self.open = self.capacity is None and not self.dead and not self.system.forked
         return mailbox
 
     def enqueue_foreign(self, message: Any, sender: ActorRef | None) -> None:
         """tell() from another OS thread: the hub thread finishes the job."""
-        if self.system._forked:
-            raise self.system._fork_error()
+        if self.system.forked:
+            raise self.system.fork_error()
         # Only the hub thread touches the mailbox: one system-wide queue keeps every
         # foreign sender's messages in order and needs no locking in the cell.
-        self.system._tell_from_thread(self.ref, message, sender)
+        self.system.tell_from_thread(self.ref, message, sender)
 
     def drain_to_dead_letters(self) -> None:
         mailbox = self.mailbox
-        dead_letter = self.system._dead_letter
+        dead_letter = self.system.publish_dead_letter
         me = self.ref
         while mailbox:
             message, sender = mailbox.popleft()

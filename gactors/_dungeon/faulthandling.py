@@ -208,7 +208,7 @@ class FaultHandling(CellState):
     ) -> None:
         """A record of the supervision log category (and on the event stream) from this
         actor: what went wrong in the lifecycle or in failure handling itself."""
-        self.system._publish_log(level, str(self.path), text, cause, category="supervision")
+        self.system.publish_log(level, str(self.path), text, cause, category="supervision")
 
     def handle_invoke_failure(
         self, exc: BaseException, skip: tuple[ActorRef, ...] = (), tb: Any = _OWN_TB
@@ -276,14 +276,14 @@ class FaultHandling(CellState):
         system = self.system
         # The strategy logs the failure: with the child's traceback, as it was when the
         # child failed (see Failed.tb).
-        outer = system._failure_tb
-        system._failure_tb = (f.cause, f.tb)
+        outer = system.failure_tb
+        system.failure_tb = (f.cause, f.tb)
         try:
             handled = strategy.handle_failure(
                 self.context, child, f.cause, stats, self.live_child_stats()
             )
         finally:
-            system._failure_tb = outer
+            system.failure_tb = outer
         if not handled:
             # Escalate: fail with the very same exception object (and the child's side
             # of its traceback).

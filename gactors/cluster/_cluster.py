@@ -37,7 +37,7 @@ class Cluster:
     _system: ActorSystem
 
     def __new__(cls, system: ActorSystem) -> Cluster:
-        node = getattr(system, "_cluster_node", None)
+        node = getattr(system, "cluster_node", None)
         if node is None:
             raise ClusterError(
                 f"actor system {getattr(system, 'name', system)!r} is not a cluster node "
@@ -55,7 +55,7 @@ class Cluster:
         system = self._system
         if system._tid == _ident():
             return fn(*args, **kwargs)
-        return system._run_in_hub(fn, *args, **kwargs)
+        return system.run_in_hub(fn, *args, **kwargs)
 
     @property
     def self_address(self) -> Address:
@@ -66,7 +66,7 @@ class Cluster:
     def self_member(self) -> Member:
         """This node as a :class:`Member`."""
         node = self._node
-        m = node._members.get(node.node_id)
+        m = node.member(node.node_id)
         if m is None:
             return Member(node.address, node.settings.roles, "removed")
         return m
@@ -133,7 +133,7 @@ class Cluster:
         if system._tid == _ident():
             gevent.spawn(run)
             return fut  # type: ignore[return-value]  # cannot block the hub: a Future
-        system._run_in_hub_async(gevent.spawn, run)
+        system.run_in_hub_async(gevent.spawn, run)
         return fut.get(10.0)
 
     def __repr__(self) -> str:

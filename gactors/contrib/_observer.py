@@ -68,7 +68,7 @@ _BLOCKS_KEPT = 50
 _HISTORY_SECONDS = 60
 _STACK_CHARS = 4000
 
-_WORKER_LOOP_CODE = Dispatcher._run.__code__
+_WORKER_LOOP_CODE = Dispatcher._run.__code__  # noqa: SLF001  identifies the worker loop's frames
 
 _observers: weakref.WeakKeyDictionary[ActorSystem, SystemObserver] = weakref.WeakKeyDictionary()
 _observers_lock = threading.Lock()
@@ -206,7 +206,7 @@ class SystemObserver:
         system = self.system
         if get_ident() == system._tid:
             return fn(*args, **kwargs)
-        return system._run_in_hub(fn, *args, **kwargs)
+        return system.run_in_hub(fn, *args, **kwargs)
 
     def processed(self) -> int:
         """User messages processed so far by the system's dispatcher."""
@@ -217,7 +217,7 @@ class SystemObserver:
         # total only when it parks, yields or ends (see gactors._dispatch): a worker
         # blocked inside an actor (I/O, a wait) still holds its count, read here off its
         # suspended frame. Every worker is suspended while this greenlet runs.
-        dispatcher = self.system._dispatcher
+        dispatcher = self.system.dispatcher
         n = int(dispatcher.processed)
         for w in list(dispatcher.workers):
             frame = w.gr_frame
@@ -277,7 +277,7 @@ class SystemObserver:
         deep: list[tuple[int, str]] = []
         restarted: list[tuple[int, str]] = []
         truncated = False
-        stack: list[tuple[ActorCell, str]] = [(self.system._root, "/")]
+        stack: list[tuple[ActorCell, str]] = [(self.system.root_cell, "/")]
         while stack:
             if actors >= MAX_WALK:
                 truncated = True
@@ -334,7 +334,7 @@ class SystemObserver:
         self, open_paths: frozenset[str], limit: int, max_rows: int | None = None
     ) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []
-        stack: list[tuple[ActorCell, str, str | None]] = [(self.system._root, "/", None)]
+        stack: list[tuple[ActorCell, str, str | None]] = [(self.system.root_cell, "/", None)]
         # Rows still allowed besides the root: every child pushed is output once.
         budget = max(0, max_rows - 1) if max_rows is not None else None
         while stack:
@@ -360,7 +360,7 @@ class SystemObserver:
         return self.in_hub(self._one_level, path, limit)
 
     def _one_level(self, path: str, limit: int) -> dict[str, Any] | None:
-        cell = self.system._root
+        cell = self.system.root_cell
         parent: str | None = None
         current = "/"
         for name in (n for n in path.split("/") if n):

@@ -83,7 +83,7 @@ def dilated(seconds: float) -> float:
 def _in_hub(system: ActorSystem, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
     if get_ident() == system._tid:
         return fn(*args, **kwargs)
-    return system._run_in_hub(fn, *args, **kwargs)
+    return system.run_in_hub(fn, *args, **kwargs)
 
 
 # -- the probe ------------------------------------------------------------------------------------
@@ -161,7 +161,7 @@ class TestProbe:
         if name is None:
             name = f"testProbe-{next(_probe_ids)}"
         self.ref: ActorRef = _in_hub(
-            system, system._system_cell.attach_child, Props(_ProbeActor, self._inbox), name
+            system, system.system_cell.attach_child, Props(_ProbeActor, self._inbox), name
         )
         """The probe's own ref: give it to the actors under test."""
 
@@ -178,7 +178,7 @@ class TestProbe:
 
     @property
     def _cell(self) -> ActorCell:
-        return self.ref._cell  # type: ignore[attr-defined, no-any-return]
+        return self.ref._cell  # type: ignore[attr-defined, no-any-return]  # noqa: SLF001  own cell
 
     # -- receiving -------------------------------------------------------------------------------
     @staticmethod
@@ -382,7 +382,7 @@ class EventFilter:
             return any(m in t for t in texts)
         return True
 
-    def _filter(self, event: LogEvent) -> bool:  # hub thread, from system._publish_log
+    def _filter(self, event: LogEvent) -> bool:  # hub thread, from system.publish_log
         if not self.matches(event):
             return False
         self.events.append(event)
@@ -410,7 +410,7 @@ class EventFilter:
         if self.occurrences == 0:
             self._enough._set_result(None)
         # The innermost filter sees events first.
-        _in_hub(system, system._log_filters.insert, 0, self._filter)
+        _in_hub(system, system.log_filters.insert, 0, self._filter)
         return self
 
     def __exit__(
@@ -445,7 +445,7 @@ class EventFilter:
 
     def _remove(self) -> None:
         try:
-            self.system._log_filters.remove(self._filter)
+            self.system.log_filters.remove(self._filter)
         except ValueError:
             pass
 
