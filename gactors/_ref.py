@@ -263,9 +263,9 @@ class DeadLettersRef(ActorRef):
     def tell(self, message: Any, sender: ActorRef | _Implicit | None = IMPLICIT) -> None:
         if message is None:
             raise InvalidMessageException(_NONE_ERROR)
-        if sender is IMPLICIT:
+        if isinstance(sender, _Implicit):  # (narrows the type, unlike `is IMPLICIT`)
             sender = current_sender_ref()
-        self._system.publish_dead_letter(message, sender, self)  # type: ignore[arg-type]
+        self._system.publish_dead_letter(message, sender, self)
 
     def __repr__(self) -> str:
         return f"DeadLetters({self._system.name})"
@@ -281,9 +281,9 @@ class EmptyLocalActorRef(ActorRef):
     def tell(self, message: Any, sender: ActorRef | _Implicit | None = IMPLICIT) -> None:
         if message is None:
             raise InvalidMessageException(_NONE_ERROR)
-        if sender is IMPLICIT:
+        if isinstance(sender, _Implicit):  # (narrows the type, unlike `is IMPLICIT`)
             sender = current_sender_ref()
-        self._system.publish_dead_letter(message, sender, self)  # type: ignore[arg-type]
+        self._system.publish_dead_letter(message, sender, self)
 
     def _send_system(self, message: SystemMessage) -> None:
         from gactors import _sysmsg as sm
@@ -391,9 +391,9 @@ class PromiseRef(ActorRef):
             self._system.run_in_hub_async(self.tell, message, sender)
             return
         if self._future.done():
-            if sender is IMPLICIT:
+            if isinstance(sender, _Implicit):  # (narrows the type, unlike `is IMPLICIT`)
                 sender = current_sender_ref()
-            self._system.publish_dead_letter(message, sender, self)  # type: ignore[arg-type]
+            self._system.publish_dead_letter(message, sender, self)
             return
         cls = type(message)
         if cls is Status.Success:

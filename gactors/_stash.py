@@ -85,7 +85,7 @@ def stash_of(cell: ActorCell) -> StashStore:
     store = cell.stash_obj
     if store is None:
         store = cell.stash_obj = StashStore(cell)
-    return store  # type: ignore[no-any-return]
+    return store
 
 
 class Stash:

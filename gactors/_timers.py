@@ -190,4 +190,4 @@ def timers_of(cell: ActorCell) -> TimerScheduler:
     timers = cell.timers_obj
     if timers is None:
         timers = cell.timers_obj = TimerScheduler(cell)
-    return timers  # type: ignore[no-any-return]
+    return timers

@@ -19,9 +19,11 @@ if TYPE_CHECKING:
     from gactors._path import ActorPath
     from gactors._props import Props
     from gactors._ref import ActorRef, LocalActorRef
+    from gactors._stash import StashStore
     from gactors._supervision import ChildRestartStats, SupervisorStrategy
     from gactors._sysmsg import Failed, SystemMessage
     from gactors._system import ActorSystem
+    from gactors._timers import TimerScheduler
 
 
 EMPTY: Final[Any] = MappingProxyType({})
@@ -65,8 +67,8 @@ class CellState:
         sender: ActorRef | None
         current_envelope: tuple[Any, ActorRef | None] | None
         restarts: int
-        timers_obj: Any
-        stash_obj: Any
+        timers_obj: TimerScheduler | None
+        stash_obj: StashStore | None
         logger_obj: ActorLogger | None
         # fault handling
         suspend_count: int
