@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Final, cast
+from typing import TYPE_CHECKING, Any, Final
 
 from gactors import _sysmsg as sm
 from gactors._dungeon._state import CellState
@@ -21,7 +21,6 @@ from gactors._threads import get_ident
 from gactors._timers import TimerMsg
 
 if TYPE_CHECKING:
-    from gactors._cell import ActorCell
     from gactors._ref import ActorRef
 
 __all__ = ["NO_MAILBOX", "NO_STASH", "NO_SYSQ", "Dispatch"]
@@ -117,7 +116,7 @@ class Dispatch(CellState):
         else:
             sysq.append(message)
         if not self.scheduled:
-            self.dispatcher.schedule(cast("ActorCell", self))
+            self.dispatcher.schedule(self)  # type: ignore[arg-type]  # an ActorCell (no cast call)
 
     def after_fork(self) -> None:
         """In the child of ``os.fork()``: drop what the parent had queued for this actor
@@ -156,7 +155,7 @@ class Dispatch(CellState):
             return
         self.ensure_mailbox().append((message, sender))
         if not self.scheduled:
-            self.dispatcher.schedule(cast("ActorCell", self))
+            self.dispatcher.schedule(self)  # type: ignore[arg-type]  # an ActorCell (no cast call)
 
     def ensure_mailbox(self) -> deque[tuple[Any, ActorRef | None]]:
         """The mailbox deque, allocated on first use (hub thread only)."""
