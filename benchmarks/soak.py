@@ -253,7 +253,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     rss_end = rss_mb()
     greenlets_before_terminate = live_greenlets()
     restarts_of_live_actors = 0
-    cells = [system._user_cell]
+    cells = [system.user_cell]
     while cells:
         cell = cells.pop()
         restarts_of_live_actors += cell.restarts
@@ -263,7 +263,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     terminated = system.await_termination(60)
     # The last worker greenlet lingers briefly for new work before it ends.
     wait_until = time.monotonic() + 5
-    while system._dispatcher.workers and time.monotonic() < wait_until:
+    while system.dispatcher.workers and time.monotonic() < wait_until:
         gevent.sleep(0.01)
     greenlets_after = live_greenlets()
     rss_after = rss_mb()

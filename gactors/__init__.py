@@ -6,6 +6,10 @@ Importing gactors never monkey-patches and never starts greenlets; call
 
 from __future__ import annotations
 
+import importlib
+from types import ModuleType
+from typing import TYPE_CHECKING
+
 from gactors import pattern as pattern  # the public submodule: gactors.pattern.ask works
 from gactors._actor import Actor
 from gactors._context import ActorContext
@@ -67,7 +71,47 @@ from gactors.exceptions import (
     StashOverflowException,
 )
 
+if TYPE_CHECKING:
+    # For type checkers only: at run time these are imported on first access (below).
+    from gactors import backoff as backoff
+    from gactors import cluster as cluster
+    from gactors import contrib as contrib
+    from gactors import interfaces as interfaces
+    from gactors import plugins as plugins
+    from gactors import routing as routing
+    from gactors import testkit as testkit
+
 __version__ = "0.1.0"
+
+# The public submodules: after ``import gactors``, ``gactors.routing`` (and the others)
+# work like ``gactors.pattern``. They are imported on first access, not here, so that
+# ``import gactors`` stays light and a system without a cluster never imports
+# gactors.cluster (nor redis and msgspec).
+_SUBMODULES: frozenset[str] = frozenset(
+    {
+        "backoff",
+        "cluster",
+        "contrib",
+        "exceptions",
+        "interfaces",
+        "pattern",
+        "plugins",
+        "routing",
+        "testkit",
+    }
+)
+
+
+def __getattr__(name: str) -> ModuleType:
+    if name in _SUBMODULES:
+        # import_module binds the attribute on this package: the next access is direct
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | _SUBMODULES)
+
 
 __all__ = [
     "Actor",

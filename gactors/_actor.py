@@ -135,7 +135,7 @@ class Actor:
 
     @property
     def timers(self) -> TimerScheduler:
-        """This actor's timers (SPEC section 9); cancelled on restart and stop."""
+        """This actor's timers (docs/api/time.md); cancelled on restart and stop."""
         return timers_of(self._gactors_cell)
 
     @property

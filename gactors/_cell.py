@@ -1,18 +1,18 @@
 """The actor cell: one per actor incarnation, holding everything but the user's code.
 
 The concerns live in :mod:`gactors._dungeon`; this module mixes them together and
-holds what a dispatcher worker calls while it runs a batch of the cell
-(:meth:`ActorCell.process_system`, :meth:`ActorCell.user_failure`) and the table of
-auto-received messages (``PoisonPill``, ``Kill``, ``Identify``, ``Terminated``, timer
-messages), which the cell handles itself instead of handing them to ``receive``. The
-batch loop is :meth:`gactors._dispatch.Dispatcher._run`.
+holds what a dispatcher worker calls when a user message fails
+(:meth:`ActorCell.user_failure`; the system queue is run by
+``gactors._dungeon.dispatch.Dispatch.process_system``), the instance and its
+behaviours, and the table of auto-received messages (``PoisonPill``, ``Kill``,
+``Identify``, ``Terminated``, timer messages), which the cell handles itself instead of
+handing them to ``receive``. The batch loop is :meth:`gactors._dispatch.Dispatcher._run`.
 """
 
 from __future__ import annotations
 
 import itertools
 import logging
-from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -21,12 +21,12 @@ from greenlet import getcurrent
 from gactors import _sysmsg as sm
 from gactors._actor import Actor, ActorLogger, _constructing
 from gactors._context import ActorContext
-from gactors._dungeon import children as _children
 from gactors._dungeon._state import EMPTY
 from gactors._dungeon.children import Children, Recreation
 from gactors._dungeon.deathwatch import DeathWatch
+from gactors._dungeon.dispatch import NO_MAILBOX, NO_STASH, NO_SYSQ, Dispatch
 from gactors._dungeon.faulthandling import FATAL, FaultHandling
-from gactors._dungeon.receivetimeout import ReceiveTimeout
+from gactors._dungeon.receivetimeout import ReceiveTimeoutTimer
 from gactors._messages import (
     ActorIdentity,
     Identify,
@@ -36,7 +36,6 @@ from gactors._messages import (
 )
 from gactors._ref import LocalActorRef, PromiseRef
 from gactors._supervision import SupervisorStrategy
-from gactors._threads import get_ident
 from gactors._timers import TimerMsg, TimerMsgNotInfluenceReceiveTimeout
 from gactors.exceptions import ActorKilledException, IllegalStateError
 
@@ -49,17 +48,10 @@ if TYPE_CHECKING:
 __all__ = ["AUTO_RECEIVED", "ActorCell"]
 
 _uids = itertools.count(1)
-_NO_MAILBOX: Any = ()  # falsy and empty, like an empty deque; replaced on first use
-_NO_STASH: Any = []  # shared and never appended to: replaced on first use
-# The system queue is a list while it holds messages and this shared empty tuple when
-# drained: most actors get one system message (Create) in their whole life.
-_NO_SYSQ: Any = ()
 _actor_log = logging.getLogger("gactors.actor")
 
-_NORMAL, _SUSPENDED, _WAITING = 0, 1, 2
 
-
-class ActorCell(Children, DeathWatch, FaultHandling, ReceiveTimeout):
+class ActorCell(Children, DeathWatch, Dispatch, FaultHandling, ReceiveTimeoutTimer):
     """Everything about one actor incarnation except the user's instance."""
 
     __slots__ = (
@@ -123,13 +115,13 @@ class ActorCell(Children, DeathWatch, FaultHandling, ReceiveTimeout):
         self.parent_cell = parent_cell
         self.uid = next(_uids)
         self.tid = system._tid
-        self.dispatcher = system._dispatcher
+        self.dispatcher = system.dispatcher
         # The mailbox deque is only allocated on the first message: an idle actor that
         # never got one should not pay for it. Until then `open` is False, which sends
         # tell() down the slow path that allocates it.
-        self.mailbox = _NO_MAILBOX
-        self.sysq = _NO_SYSQ
-        self.sys_stash = _NO_STASH
+        self.mailbox = NO_MAILBOX
+        self.sysq = NO_SYSQ
+        self.sys_stash = NO_STASH
         self.scheduled = False
         self.capacity = props.mailbox_capacity
         self.open = False
@@ -148,14 +140,14 @@ class ActorCell(Children, DeathWatch, FaultHandling, ReceiveTimeout):
         self.failure_seq = 0
         self.failed_message = None
         self.current_sys = None
-        self.child_cells = EMPTY  # type: ignore[assignment]
+        self.child_cells = EMPTY
         self.restart_stats = None
-        self.to_die = EMPTY  # type: ignore[assignment]
+        self.to_die = EMPTY
         self.termination_reason = None
         self.name_counter = 0
-        self.watching = EMPTY  # type: ignore[assignment]
-        self.watched_by = EMPTY  # type: ignore[assignment]
-        self.terminated_queued = EMPTY  # type: ignore[assignment]
+        self.watching = EMPTY
+        self.watched_by = EMPTY
+        self.terminated_queued = EMPTY
         self.rt_seconds = None
         self.rt_timer = None
         self.context_obj = None
@@ -165,15 +157,16 @@ class ActorCell(Children, DeathWatch, FaultHandling, ReceiveTimeout):
     def path(self) -> ActorPath:
         return self.ref.path
 
+    def new_child_cell(self, props: Props, name: str) -> ActorCell:
+        """The cell of a new child of this one (the factory ``Children.attach_child`` uses)."""
+        return ActorCell(self.system, props, name, self.ref, self)
+
     @property
     def context(self) -> ActorContext:
         ctx = self.context_obj
         if ctx is None:
             ctx = self.context_obj = ActorContext(self)
         return ctx
-
-    def has_work(self) -> bool:
-        return bool(self.sysq) or (bool(self.mailbox) and not self.suspend_count and not self.dead)
 
     def user_failure(self, exc: BaseException, message: Any, sender: ActorRef | None) -> None:
         if isinstance(exc, FATAL):
@@ -183,12 +176,12 @@ class ActorCell(Children, DeathWatch, FaultHandling, ReceiveTimeout):
         tb = exc.__traceback__
         if type(sender) is PromiseRef:
             # The asker learns of the failure at once instead of timing out.
-            sender._fail_from_target(exc)
+            sender.fail_from_target(exc)
         elif sender is not None and type(sender) is not LocalActorRef:
             # A remote asker's promise (a cluster ref to another node's /temp path)
             # learns of it too: the ref sends it a Status.Failure. Refs that are not
             # promises have no such method.
-            fail = getattr(sender, "_fail_from_target", None)
+            fail = getattr(sender, "fail_from_target", None)
             if fail is not None:
                 fail(exc)
         self.failed_message = message
@@ -201,151 +194,6 @@ class ActorCell(Children, DeathWatch, FaultHandling, ReceiveTimeout):
         if behavior is None:  # the actor's own receive, bound on first use
             behavior = self.behavior = self.actor.receive  # type: ignore[union-attr]
         behavior(message)
-
-    # -- system messages ------------------------------------------------------------------------
-    def _state(self) -> int:
-        if self.termination_reason is not None and self.waiting_for_children:
-            return _WAITING
-        return _SUSPENDED if self.suspend_count else _NORMAL
-
-    def process_system(self) -> None:
-        sysq = self.sysq
-        stash = self.sys_stash
-        self.current_envelope = None  # lifecycle hooks run here: no current message
-        # Read by index, not with pop(0): the queue is usually one message, but a parent
-        # of 100,000 stopping children gets 100,000 notifications, and pop(0) would make
-        # that quadratic. Handled messages are cut off now and then (memory stays flat).
-        i = 0
-        try:
-            while i < len(sysq):
-                if i >= 1024:
-                    del sysq[:i]
-                    i = 0
-                    self.dispatcher.pause()
-                msg = sysq[i]
-                i += 1
-                if self.dead:
-                    self.system_dead_letter(msg)
-                    continue
-                state = self._state()
-                if (state == _SUSPENDED and msg.stash_when_failed) or (
-                    state == _WAITING and msg.stash_when_waiting
-                ):
-                    if stash is _NO_STASH:
-                        stash = self.sys_stash = []
-                    stash.append(msg)
-                    continue
-                self.current_sys = msg
-                try:
-                    _SYSTEM_HANDLERS[type(msg)](self, msg)
-                except FATAL:
-                    raise
-                except BaseException as exc:
-                    self.handle_invoke_failure(exc)
-                finally:
-                    self.current_sys = None
-                if stash and self._state() < state:
-                    # Walking up the state chain: what waited may be processed now, first.
-                    sysq[i:i] = stash
-                    stash.clear()
-        finally:
-            # What was handled goes, also when a fatal exception escapes (the cell is
-            # then requeued with the rest).
-            if i:
-                del sysq[:i]
-        self.sysq = _NO_SYSQ  # drained (and a handler's own sends went into the list)
-        if self.dead and stash:
-            for msg in stash:
-                self.system_dead_letter(msg)
-            stash.clear()
-
-    def send_system(self, message: sm.SystemMessage) -> None:
-        if get_ident() != self.tid:
-            self.system._run_in_hub_async(self.send_system, message)
-            return
-        if self.dead:
-            self.system_dead_letter(message)
-            return
-        sysq = self.sysq
-        if sysq is _NO_SYSQ:
-            self.sysq = [message]
-        else:
-            sysq.append(message)
-        if not self.scheduled:
-            self.dispatcher.schedule(self)
-
-    def system_dead_letter(self, message: sm.SystemMessage) -> None:
-        """A system message for a terminated cell."""
-        if (
-            type(message) is sm.Watch
-            and message.watchee == self.ref
-            and message.watcher != self.ref
-        ):
-            # Watching an actor that is already dead: Terminated at once, unconfirmed.
-            message.watcher._send_system(sm.DeathWatchNotification(self.ref, False, False))
-
-    def after_fork(self) -> None:
-        """In the child of ``os.fork()``: drop what the parent had queued for this actor
-        (a copied worker may hold the very mailbox, so it is emptied in place) and the
-        hub timers that would tell it something."""
-        self.open = False
-        mailbox = self.mailbox
-        if mailbox:
-            mailbox.clear()
-        if self.sysq:
-            self.sysq.clear()
-        if self.sys_stash:
-            self.sys_stash.clear()
-        self.scheduled = False
-        timer = self.rt_timer
-        self.rt_timer = None
-        self.rt_seconds = None
-        if timer is not None:
-            try:
-                timer.close()
-            except Exception:  # pragma: no cover - depends on the loop's state after fork
-                pass
-
-    # -- slow paths of tell ---------------------------------------------------------------------
-    def enqueue_closed(self, message: Any, sender: ActorRef | None) -> None:
-        if self.system._forked:
-            raise self.system._fork_error()
-        if self.dead:
-            self.system._dead_letter(message, sender, self.ref)
-            return
-        capacity = self.capacity
-        if capacity is not None and len(self.mailbox) >= capacity:
-            self.system._dead_letter(message, sender, self.ref)
-            return
-        self.ensure_mailbox().append((message, sender))
-        if not self.scheduled:
-            self.dispatcher.schedule(self)
-
-    def ensure_mailbox(self) -> deque[tuple[Any, ActorRef | None]]:
-        """The mailbox deque, allocated on first use (hub thread only)."""
-        mailbox = self.mailbox
-        if mailbox is _NO_MAILBOX:
-            mailbox = self.mailbox = deque()
-            self.open = self.capacity is None and not self.dead and not self.system._forked
-        return mailbox
-
-    def enqueue_foreign(self, message: Any, sender: ActorRef | None) -> None:
-        """tell() from another OS thread: the hub thread finishes the job."""
-        if self.system._forked:
-            raise self.system._fork_error()
-        # Only the hub thread touches the mailbox: one system-wide queue keeps every
-        # foreign sender's messages in order and needs no locking in the cell.
-        self.system._tell_from_thread(self.ref, message, sender)
-
-    def drain_to_dead_letters(self) -> None:
-        mailbox = self.mailbox
-        dead_letter = self.system._dead_letter
-        me = self.ref
-        while mailbox:
-            message, sender = mailbox.popleft()
-            if isinstance(message, TimerMsg):
-                continue  # its timer was cancelled with the instance: never delivered
-            dead_letter(message, sender, me)
 
     # -- the instance -----------------------------------------------------------------------------
     def new_actor(self) -> Actor:
@@ -421,7 +269,7 @@ class ActorCell(Children, DeathWatch, FaultHandling, ReceiveTimeout):
     def lifecycle_debug(self, what: str) -> None:
         if self.system.settings.debug_lifecycle:
             cls = type(self.actor).__qualname__ if self.actor is not None else "?"
-            self.system._publish_log(
+            self.system.publish_log(
                 logging.DEBUG, str(self.path), f"{what} ({cls})", category="lifecycle"
             )
 
@@ -471,7 +319,7 @@ def _on_terminated(cell: ActorCell, message: Terminated) -> None:
 
 
 def _on_timer(cell: ActorCell, message: TimerMsg) -> None:
-    # Deliver only if the timer still exists with this generation (SPEC section 9).
+    # Deliver only if the timer still exists with this generation (docs/api/time.md).
     timers = cell.timers_obj
     inner = timers.intercept(message) if timers is not None else None
     if inner is not None:
@@ -490,19 +338,3 @@ AUTO_RECEIVED: dict[type, Callable[[ActorCell, Any], None]] = {
     TimerMsg: _on_timer,
     TimerMsgNotInfluenceReceiveTimeout: _on_timer,
 }
-
-_SYSTEM_HANDLERS: dict[type, Callable[[ActorCell, Any], None]] = {
-    sm.Create: lambda c, m: c.create(),
-    sm.Recreate: lambda c, m: c.fault_recreate(m.cause, m.survivor),
-    sm.Suspend: lambda c, m: c.fault_suspend(),
-    sm.Resume: lambda c, m: c.fault_resume(m.caused_by_failure),
-    sm.Terminate: lambda c, m: c.terminate(),
-    sm.Watch: lambda c, m: c.add_watcher(m.watchee, m.watcher),
-    sm.Unwatch: lambda c, m: c.rem_watcher(m.watchee, m.watcher),
-    sm.Failed: lambda c, m: c.handle_failure(m),
-    sm.DeathWatchNotification: lambda c, m: c.watched_actor_terminated(
-        m.actor, m.existence_confirmed, m.address_terminated
-    ),
-}
-
-_children.CELL_CLASS = ActorCell

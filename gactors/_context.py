@@ -41,7 +41,7 @@ class ActorContext:
         # An actor may always stop itself and its children: that is how the guardians
         # stop (the root stops /user and /system when they fail).
         if ref is not cell.ref and cell.child_cell_of(ref) is None:
-            cell.system._check_stoppable(ref)
+            cell.system.check_stoppable(ref)
         cell.stop_ref(ref)
 
     @property

@@ -387,285 +387,339 @@ def run(fast: bool = False) -> int:
     # events from the event stream, one line each, instead.
     gactors_logger.setLevel(logging.CRITICAL)
     try:
-        return _tour(fast, pace, say, pause)
+        return _Tour(pace, say, pause).run()
     finally:
         gactors_logger.setLevel(level)
 
 
-def _tour(fast: bool, pace: float, say: Narrate, pause: Callable[[float], None]) -> int:
-    facts = _Facts()
-    stopped: list[str] = []
-    db = Database()
-    job_time = 0.02
-    min_backoff = 0.2 * pace
+class _Tour:
+    """The tour, one method per step. The steps share the system, the tree view, the
+    refs of the tree's inner actors and what was seen so far (``facts``)."""
 
-    say("gactors demo: a supervised actor tree at work while failures are injected.")
-    say("After each step the live tree is printed as system.tree() shows it (state, mailbox")
-    say("depth, restart count), with what changed marked: * changed, + new, - gone.")
-    say("'log:' lines are the failure reports supervisors publish on the event stream.")
+    # set by start(), once the system exists
+    system: ActorSystem
+    view: TreeView
+    shop: ActorRef
+    orders: ActorRef
+    accounts: ActorRef
+    db_sup: ActorRef
+    dead_before: int  # dead letters before the shutdown (set by announce_shutdown)
 
-    db_opts = (
-        BackoffOpts.on_stop(
-            Props(Connection, db, stopped, say),
-            "connection",
-            min_backoff=min_backoff,
-            max_backoff=10 * min_backoff,
-            random_factor=0.2,
+    def __init__(self, pace: float, say: Narrate, pause: Callable[[float], None]) -> None:
+        self.say = say
+        self.pause = pause
+        self.facts = _Facts()
+        self.stopped: list[str] = []  # post_stop, in order (the actors append to it)
+        self.db = Database()
+        self.job_time = 0.02
+        self.min_backoff = 0.2 * pace
+        self.dead_letters: list[DeadLetter] = []
+
+    # -- the whole tour ---------------------------------------------------------------------
+    def run(self) -> int:
+        self.introduce()
+        with ActorSystem("demo") as system:
+            self.start(system)
+            feeder = gevent.spawn(self.feed)
+            try:
+                self.at_work()
+                self.resume()
+                self.restart()
+                self.stop()
+                self.escalate()
+                self.backoff()
+            finally:
+                feeder.kill()
+            self.announce_shutdown()
+        self.check_shutdown(system)
+        return self.summary()
+
+    def introduce(self) -> None:
+        say = self.say
+        say("gactors demo: a supervised actor tree at work while failures are injected.")
+        say("After each step the live tree is printed as system.tree() shows it (state, mailbox")
+        say("depth, restart count), with what changed marked: * changed, + new, - gone.")
+        say("'log:' lines are the failure reports supervisors publish on the event stream.")
+
+    def start(self, system: ActorSystem) -> None:
+        """Build the tree and wait until the database is connected."""
+        min_backoff = self.min_backoff
+        db_opts = (
+            BackoffOpts.on_stop(
+                Props(Connection, self.db, self.stopped, self.say),
+                "connection",
+                min_backoff=min_backoff,
+                max_backoff=10 * min_backoff,
+                random_factor=0.2,
+            )
+            # A failed connect or query stops the connection; on_stop then backs off.
+            .with_default_stopping_strategy()
         )
-        # A failed connect or query stops the connection; on_stop then backs off.
-        .with_default_stopping_strategy()
-    )
+        self.system = system
+        system.event_stream.subscribe(self.show_log, LogEvent)
+        system.event_stream.subscribe(self.dead_letters.append, DeadLetter)
+        self.shop = system.actor_of(Props(Shop, db_opts, self.stopped, self.job_time), "shop")
+        self.view = TreeView(system, self.say)
+        self.shop.ask(AwaitConnected(1), timeout=5.0)  # the tree is built, the db connected
+        self.orders, self.accounts = self.ref("orders"), self.ref("accounts")
+        self.db_sup = self.ref("db")
 
-    def show_log(e: LogEvent) -> None:
+    # -- helpers ------------------------------------------------------------------------------
+    def show_log(self, e: LogEvent) -> None:
         if e.level >= logging.WARNING:
             where = e.source.split("/user/", 1)[-1]
-            say(f"   log: {e.level_name:<7} {where}: {_short(e)}")
+            self.say(f"   log: {e.level_name:<7} {where}: {_short(e)}")
 
-    def step(number: int, title: str, *lines: str) -> None:
+    def step(self, number: int, title: str, *lines: str) -> None:
         if number:
-            pause(1.0)  # time to read the previous step
-        say("")
-        say(f"== {number}/6  {title} " + "=" * max(0, 68 - len(title)))
+            self.pause(1.0)  # time to read the previous step
+        self.say("")
+        self.say(f"== {number}/6  {title} " + "=" * max(0, 68 - len(title)))
         for line in lines:
-            say(line)
+            self.say(line)
 
-    dead_letters: list[DeadLetter] = []
-    with ActorSystem("demo") as system:
-        system.event_stream.subscribe(show_log, LogEvent)
-        system.event_stream.subscribe(dead_letters.append, DeadLetter)
-        shop = system.actor_of(Props(Shop, db_opts, stopped, job_time), "shop")
-        view = TreeView(system, say)
+    def ref(self, path: str) -> ActorRef:
+        found = self.system.lookup(f"/user/shop/{path}")
+        if found is None:
+            raise LookupError(f"/user/shop/{path} is not alive")
+        return found
 
-        def ref(path: str) -> ActorRef:
-            found = system.lookup(f"/user/shop/{path}")
-            if found is None:
-                raise LookupError(f"/user/shop/{path} is not alive")
-            return found
+    def jobs(self, path: str) -> int:
+        done: int = self.ref(path).ask("jobs", timeout=5.0)
+        return done
 
-        def jobs(path: str) -> int:
-            done: int = ref(path).ask("jobs", timeout=5.0)
-            return done
+    def feed(self) -> None:
+        """The feeder greenlet: bursts of jobs for the workers, queries for the db."""
+        orders, accounts, db_sup = self.orders, self.accounts, self.db_sup
+        n = 0
+        while True:
+            for _ in range(3):  # small bursts: mailboxes fill up a little
+                for name in ("pricer", "packer", "mailer"):
+                    orders.tell(Job(name, n))
+                for name in ("ledger", "auditor"):
+                    accounts.tell(Job(name, n))
+                n += 1
+            db_sup.tell(Query(n))  # forwarded to the current connection, if any
+            gevent.sleep(0.1)
 
-        shop.ask(AwaitConnected(1), timeout=5.0)  # the tree is built, the db connected
-        orders, accounts, db_sup = ref("orders"), ref("accounts"), ref("db")
+    # -- the steps ------------------------------------------------------------------------------
+    def at_work(self) -> None:
+        self.step(
+            0,
+            "AT WORK",
+            "A feeder sends bursts of jobs to five workers (each job is a little",
+            "monkey-patched I/O) and queries to the database connection.",
+        )
+        self.pause(1.5)
+        self.view.show()
 
-        def feed() -> None:
-            n = 0
-            while True:
-                for _ in range(3):  # small bursts: mailboxes fill up a little
-                    for name in ("pricer", "packer", "mailer"):
-                        orders.tell(Job(name, n))
-                    for name in ("ledger", "auditor"):
-                        accounts.tell(Job(name, n))
-                    n += 1
-                db_sup.tell(Query(n))  # forwarded to the current connection, if any
-                gevent.sleep(0.1)
+    def resume(self) -> None:
+        facts = self.facts
+        self.step(
+            1,
+            "RESUME",
+            "pricer raises TimeoutError; orders' strategy maps TimeoutError to RESUME.",
+        )
+        before = self.jobs("orders/pricer")
+        self.ref("orders/pricer").tell(Fail(TimeoutError("the price service was slow")))
+        after = self.jobs("orders/pricer")  # answered once the pricer runs again
+        self.pause(1.0)
+        tree = self.view.show()
+        self.say(
+            f"The same instance carries on: {before} jobs done before, {after} after (state "
+            "kept);\nthe failing message was dropped; the restart count stays 0."
+        )
+        facts.check(after >= before > 0, f"pricer lost its state ({before} -> {after})")
+        facts.check(tree["/user/shop/orders/pricer"][1] == 0, "pricer was restarted")
+        facts.lines.append(
+            f"RESUME    pricer kept its state ({before} -> {after} jobs) after a "
+            "TimeoutError; the failing message was dropped."
+        )
 
-        feeder = gevent.spawn(feed)
-        try:
-            # -- 0: at work ---------------------------------------------------------------
-            step(
-                0,
-                "AT WORK",
-                "A feeder sends bursts of jobs to five workers (each job is a little",
-                "monkey-patched I/O) and queries to the database connection.",
-            )
-            pause(1.5)
-            view.show()
+    def restart(self) -> None:
+        facts = self.facts
+        self.step(
+            2,
+            "RESTART",
+            "packer raises ValueError; orders' strategy maps ValueError to RESTART.",
+        )
+        packer = self.ref("orders/packer")
+        before = self.jobs("orders/packer")
+        packer.tell(Fail(ValueError("a bug in the packer")))
+        after = self.jobs("orders/packer")
+        self.pause(1.0)
+        tree = self.view.show()
+        waiting = tree["/user/shop/orders/packer"].mailbox
+        self.say(
+            f"A fresh instance behind the same ref: {before} jobs done before, {after} "
+            "after (counting\nfrom 0 again). The packer is slow and its mailbox kept "
+            f"growing: the restart kept it\n({waiting} jobs waiting), no queued job was lost."
+        )
+        facts.check(tree["/user/shop/orders/packer"][1] == 1, "packer was not restarted")
+        facts.check(self.ref("orders/packer") == packer, "the restarted packer has a new ref")
+        facts.check(after < before, f"packer kept its state ({before} -> {after})")
+        facts.lines.append(
+            f"RESTART   packer got a fresh instance after a ValueError ({before} -> "
+            f"{after} jobs): same ref, mailbox kept, restarts=1."
+        )
 
-            # -- 1: resume --------------------------------------------------------------------
-            step(
-                1,
-                "RESUME",
-                "pricer raises TimeoutError; orders' strategy maps TimeoutError to RESUME.",
-            )
-            before = jobs("orders/pricer")
-            ref("orders/pricer").tell(Fail(TimeoutError("the price service was slow")))
-            after = jobs("orders/pricer")  # answered once the pricer runs again
-            pause(1.0)
-            tree = view.show()
-            say(
-                f"The same instance carries on: {before} jobs done before, {after} after (state "
-                "kept);\nthe failing message was dropped; the restart count stays 0."
-            )
-            facts.check(after >= before > 0, f"pricer lost its state ({before} -> {after})")
-            facts.check(tree["/user/shop/orders/pricer"][1] == 0, "pricer was restarted")
-            facts.lines.append(
-                f"RESUME    pricer kept its state ({before} -> {after} jobs) after a "
-                "TimeoutError; the failing message was dropped."
-            )
+    def stop(self) -> None:
+        facts = self.facts
+        self.step(
+            3,
+            "STOP",
+            "mailer raises PermissionError; orders' strategy maps PermissionError to STOP.",
+        )
+        mailer = self.ref("orders/mailer")
+        mailer.tell(Fail(PermissionError("mail server credentials revoked")))
+        self.orders.ask(AwaitTerminated("mailer"), timeout=5.0)  # orders watches its workers
+        self.pause(1.0)
+        refused = self.orders.ask("refused", timeout=5.0)
+        tree = self.view.show()
+        self.say(
+            "The mailer is gone for good. orders watches its workers, so DeathWatch told it\n"
+            f"(Terminated); since then it refused {refused} jobs for the mailer."
+        )
+        facts.check("/user/shop/orders/mailer" not in tree, "mailer is still in the tree")
+        facts.check(mailer.ask(Identify(3), timeout=5.0).ref is None, "mailer is alive")
+        facts.lines.append(
+            "STOP      mailer was stopped after a PermissionError; orders learnt it "
+            "from DeathWatch (Terminated)."
+        )
 
-            # -- 2: restart -------------------------------------------------------------------
-            step(
-                2,
-                "RESTART",
-                "packer raises ValueError; orders' strategy maps ValueError to RESTART.",
-            )
-            packer = ref("orders/packer")
-            before = jobs("orders/packer")
-            packer.tell(Fail(ValueError("a bug in the packer")))
-            after = jobs("orders/packer")
-            pause(1.0)
-            tree = view.show()
-            waiting = tree["/user/shop/orders/packer"].mailbox
-            say(
-                f"A fresh instance behind the same ref: {before} jobs done before, {after} "
-                "after (counting\nfrom 0 again). The packer is slow and its mailbox kept "
-                f"growing: the restart kept it\n({waiting} jobs waiting), no queued job was lost."
-            )
-            facts.check(tree["/user/shop/orders/packer"][1] == 1, "packer was not restarted")
-            facts.check(ref("orders/packer") == packer, "the restarted packer has a new ref")
-            facts.check(after < before, f"packer kept its state ({before} -> {after})")
-            facts.lines.append(
-                f"RESTART   packer got a fresh instance after a ValueError ({before} -> "
-                f"{after} jobs): same ref, mailbox kept, restarts=1."
-            )
+    def escalate(self) -> None:
+        facts = self.facts
+        self.step(
+            4,
+            "ESCALATE",
+            "ledger raises LedgerCorrupted; accounts' strategy maps it to ESCALATE.",
+        )
+        ledger, auditor = self.ref("accounts/ledger"), self.ref("accounts/auditor")
+        ledger.tell(Fail(LedgerCorrupted("the books do not add up")))
+        # accounts' restart stops its old children: the old ledger answers no more.
+        gone = ledger.ask(Identify(4), timeout=5.0).ref is None
+        self.accounts.ask(Identify(4), timeout=5.0)  # answered once accounts runs again
+        self.pause(1.0)
+        tree = self.view.show()
+        self.say(
+            "accounts failed with the same exception and its parent, shop, restarted it.\n"
+            "The default pre_restart stopped accounts' children; the new accounts instance\n"
+            "created a new ledger and auditor (new incarnations under the same names)."
+        )
+        facts.check(gone, "the old ledger survived its parent's restart")
+        facts.check(tree["/user/shop/accounts"][1] == 1, "accounts was not restarted")
+        facts.check(
+            self.ref("accounts/ledger") != ledger and self.ref("accounts/auditor") != auditor,
+            "accounts' children were not re-created",
+        )
+        facts.lines.append(
+            "ESCALATE  ledger's LedgerCorrupted was not accounts' call: accounts failed "
+            "with it, shop restarted accounts, and a new ledger and auditor were created."
+        )
 
-            # -- 3: stop ------------------------------------------------------------------------
-            step(
-                3,
-                "STOP",
-                "mailer raises PermissionError; orders' strategy maps PermissionError to STOP.",
-            )
-            mailer = ref("orders/mailer")
-            mailer.tell(Fail(PermissionError("mail server credentials revoked")))
-            orders.ask(AwaitTerminated("mailer"), timeout=5.0)  # orders watches its workers
-            pause(1.0)
-            refused = orders.ask("refused", timeout=5.0)
-            tree = view.show()
-            say(
-                "The mailer is gone for good. orders watches its workers, so DeathWatch told it\n"
-                f"(Terminated); since then it refused {refused} jobs for the mailer."
-            )
-            facts.check("/user/shop/orders/mailer" not in tree, "mailer is still in the tree")
-            facts.check(mailer.ask(Identify(3), timeout=5.0).ref is None, "mailer is alive")
-            facts.lines.append(
-                "STOP      mailer was stopped after a PermissionError; orders learnt it "
-                "from DeathWatch (Terminated)."
-            )
+    def backoff(self) -> None:
+        facts, db = self.facts, self.db
+        self.step(
+            5,
+            "BACKOFF",
+            "The database goes down. The next query fails and the connection stops. Its",
+            "BackoffSupervisor (db) starts a new one after a delay that doubles each time",
+            "(plus up to 20 % jitter), instead of hammering the database in a tight loop.",
+            "The tour brings the database back after the third failed attempt.",
+        )
+        attempts_before = len(db.attempts)
+        db.go_down()
+        self.wait_for_attempts(attempts_before, 2)
+        self.say("Between two attempts there is no connection at all:")
+        self.view.show()
+        self.wait_for_attempts(attempts_before, 3)
+        db.come_back()
+        outage = time.monotonic() - db.down_since
+        connected = self.shop.ask(AwaitConnected(attempts_before + 1), timeout=30.0)
+        times = [db.lost_at] + [t for t, _ in db.attempts[attempts_before:]]
+        gaps = [b - a for a, b in itertools.pairwise(times)]
+        tree = self.view.show()
+        restarts = connected - attempts_before  # the connections started after the first
+        self.say(
+            "Delays before each attempt: "
+            + ", ".join(f"{g:.2f} s" for g in gaps)
+            + f"; connected again on attempt {connected}."
+        )
+        facts.check(restarts >= 4, f"only {restarts} backoff restarts")
+        facts.check("/user/shop/db/connection" in tree, "no connection after the outage")
+        facts.lines.append(
+            f"BACKOFF   the database was down for {outage:.1f} s: the backoff "
+            f"supervisor started {restarts} new connections, after delays of "
+            + ", ".join(f"{g:.2f}" for g in gaps)
+            + " s, not in a tight loop."
+        )
+        self.pause(1.0)
 
-            # -- 4: escalate ----------------------------------------------------------------------
-            step(
-                4,
-                "ESCALATE",
-                "ledger raises LedgerCorrupted; accounts' strategy maps it to ESCALATE.",
-            )
-            ledger, auditor = ref("accounts/ledger"), ref("accounts/auditor")
-            ledger.tell(Fail(LedgerCorrupted("the books do not add up")))
-            # accounts' restart stops its old children: the old ledger answers no more.
-            gone = ledger.ask(Identify(4), timeout=5.0).ref is None
-            accounts.ask(Identify(4), timeout=5.0)  # answered once accounts runs again
-            pause(1.0)
-            tree = view.show()
-            say(
-                "accounts failed with the same exception and its parent, shop, restarted it.\n"
-                "The default pre_restart stopped accounts' children; the new accounts instance\n"
-                "created a new ledger and auditor (new incarnations under the same names)."
-            )
-            facts.check(gone, "the old ledger survived its parent's restart")
-            facts.check(tree["/user/shop/accounts"][1] == 1, "accounts was not restarted")
-            facts.check(
-                ref("accounts/ledger") != ledger and ref("accounts/auditor") != auditor,
-                "accounts' children were not re-created",
-            )
-            facts.lines.append(
-                "ESCALATE  ledger's LedgerCorrupted was not accounts' call: accounts failed "
-                "with it, shop restarted accounts, and a new ledger and auditor were created."
-            )
+    def wait_for_attempts(self, attempts_before: int, n: int) -> None:
+        """Until the database has seen ``n`` connection attempts since the outage."""
+        db = self.db
+        deadline = time.monotonic() + 60 * self.min_backoff + 10.0
+        while len(db.attempts) < attempts_before + n:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"no connection attempt #{n} in time")
+            gevent.sleep(0.005)
 
-            # -- 5: backoff ---------------------------------------------------------------------
-            step(
-                5,
-                "BACKOFF",
-                "The database goes down. The next query fails and the connection stops. Its",
-                "BackoffSupervisor (db) starts a new one after a delay that doubles each time",
-                "(plus up to 20 % jitter), instead of hammering the database in a tight loop.",
-                "The tour brings the database back after the third failed attempt.",
-            )
-            attempts_before = len(db.attempts)
-
-            def wait_for_attempts(n: int) -> None:
-                deadline = time.monotonic() + 60 * min_backoff + 10.0
-                while len(db.attempts) < attempts_before + n:
-                    if time.monotonic() > deadline:
-                        raise TimeoutError(f"no connection attempt #{n} in time")
-                    gevent.sleep(0.005)
-
-            db.go_down()
-            wait_for_attempts(2)
-            say("Between two attempts there is no connection at all:")
-            view.show()
-            wait_for_attempts(3)
-            db.come_back()
-            outage = time.monotonic() - db.down_since
-            connected = shop.ask(AwaitConnected(attempts_before + 1), timeout=30.0)
-            times = [db.lost_at] + [t for t, _ in db.attempts[attempts_before:]]
-            gaps = [b - a for a, b in itertools.pairwise(times)]
-            tree = view.show()
-            restarts = connected - attempts_before  # the connections started after the first
-            say(
-                "Delays before each attempt: "
-                + ", ".join(f"{g:.2f} s" for g in gaps)
-                + f"; connected again on attempt {connected}."
-            )
-            facts.check(restarts >= 4, f"only {restarts} backoff restarts")
-            facts.check("/user/shop/db/connection" in tree, "no connection after the outage")
-            facts.lines.append(
-                f"BACKOFF   the database was down for {outage:.1f} s: the backoff "
-                f"supervisor started {restarts} new connections, after delays of "
-                + ", ".join(f"{g:.2f}" for g in gaps)
-                + " s, not in a tight loop."
-            )
-            pause(1.0)
-        finally:
-            feeder.kill()
-
-        # -- 6: shutdown ---------------------------------------------------------------------
-        step(
+    def announce_shutdown(self) -> None:
+        """Step 6, inside the ``with`` block: leaving it terminates the system."""
+        self.step(
             6,
             "SHUTDOWN",
             "Leaving `with ActorSystem(...)` terminates the system: /user stops its subtree",
             "bottom-up (children before parents, post_stop on each), then /system and the root.",
         )
-        stopped.clear()  # from here on: the shutdown only
-        dead_before = len(dead_letters)
-    queued = sum(isinstance(d.message, Job) for d in dead_letters[dead_before:])
-    say(f"post_stop, in order: {', '.join(stopped)}")
-    say(f"jobs still queued in mailboxes, now dead letters: {queued}")
-    say(f"system terminated: {system.is_terminated}")
-    facts.check(system.is_terminated, "the system did not terminate")
-    parents = {
-        "pricer": "orders",
-        "packer": "orders",
-        "ledger": "accounts",
-        "auditor": "accounts",
-        "orders": "shop",
-        "accounts": "shop",
-        "connection": "shop",
-    }
-    for child, parent in parents.items():
-        facts.check(
-            child in stopped and parent in stopped and stopped.index(child) < stopped.index(parent),
-            f"{child} did not stop before {parent}: {stopped}",
-        )
-    facts.lines.append(
-        "SHUTDOWN  terminating the system stopped the tree bottom-up: post_stop ran on "
-        f"children before their parents, shop last; {queued} queued jobs became dead letters."
-    )
+        self.stopped.clear()  # from here on: the shutdown only
+        self.dead_before = len(self.dead_letters)
 
-    say("")
-    say("== What you just saw " + "=" * 55)
-    for line in facts.lines:
-        say(textwrap.fill(line, width=88, initial_indent="  ", subsequent_indent=" " * 12))
-    say("  Every failure was logged once, by the supervisor that handled it ('log:' lines).")
-    say("  The code of this tour: gactors/_demo.py. Next: the tutorial in the documentation.")
-    if facts.problems:
+    def check_shutdown(self, system: ActorSystem) -> None:
+        """Step 6, after the ``with`` block: what the shutdown did."""
+        facts, stopped, say = self.facts, self.stopped, self.say
+        queued = sum(isinstance(d.message, Job) for d in self.dead_letters[self.dead_before :])
+        say(f"post_stop, in order: {', '.join(stopped)}")
+        say(f"jobs still queued in mailboxes, now dead letters: {queued}")
+        say(f"system terminated: {system.is_terminated}")
+        facts.check(system.is_terminated, "the system did not terminate")
+        parents = {
+            "pricer": "orders",
+            "packer": "orders",
+            "ledger": "accounts",
+            "auditor": "accounts",
+            "orders": "shop",
+            "accounts": "shop",
+            "connection": "shop",
+        }
+        for child, parent in parents.items():
+            facts.check(
+                child in stopped
+                and parent in stopped
+                and stopped.index(child) < stopped.index(parent),
+                f"{child} did not stop before {parent}: {stopped}",
+            )
+        facts.lines.append(
+            "SHUTDOWN  terminating the system stopped the tree bottom-up: post_stop ran on "
+            f"children before their parents, shop last; {queued} queued jobs became dead "
+            "letters."
+        )
+
+    def summary(self) -> int:
+        say, facts = self.say, self.facts
         say("")
-        say("The tour did not go as narrated:")
-        for p in facts.problems:
-            say(f"  - {p}")
-        return 1
-    return 0
+        say("== What you just saw " + "=" * 55)
+        for line in facts.lines:
+            say(textwrap.fill(line, width=88, initial_indent="  ", subsequent_indent=" " * 12))
+        say("  Every failure was logged once, by the supervisor that handled it ('log:' lines).")
+        say("  The code of this tour: gactors/_demo.py. Next: the tutorial in the documentation.")
+        if facts.problems:
+            say("")
+            say("The tour did not go as narrated:")
+            for p in facts.problems:
+                say(f"  - {p}")
+            return 1
+        return 0
 
 
 def _short(event: LogEvent) -> str:

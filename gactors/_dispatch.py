@@ -236,7 +236,7 @@ class Dispatcher:
 
     def after_fork(self) -> None:
         """In the child of ``os.fork()``: nothing this dispatcher had queued or was
-        running may run here (SPEC section 13). Every worker except the one that forked
+        running may run here (docs/gunicorn.md). Every worker except the one that forked
         (it goes on with the child's own code) is frozen where it stands."""
         self.ready.clear()
         self.parked = None

@@ -1,4 +1,4 @@
-"""The one validator of durations (SPEC section 14: float seconds or ``timedelta``).
+"""The one validator of durations (float seconds or ``timedelta``; docs/api/index.md).
 
 Every timeout gactors takes goes through :func:`seconds`, so that each kind of mistake
 gets the same error everywhere: :class:`TypeError` for a value that is not a duration

@@ -69,7 +69,7 @@ class EventStream:
     def subscribe(self, subscriber: Subscriber, cls: type) -> bool:
         """Subscribe to ``cls`` and its subclasses; False if already subscribed."""
         if get_ident() != self._system._tid:
-            return self._system._run_in_hub(self.subscribe, subscriber, cls)  # type: ignore[no-any-return]
+            return self._system.run_in_hub(self.subscribe, subscriber, cls)
         if not isinstance(subscriber, ActorRef) and not callable(subscriber):
             raise TypeError(
                 f"a subscriber must be an ActorRef or a callable, not {type(subscriber).__name__}"
@@ -85,7 +85,7 @@ class EventStream:
     def unsubscribe(self, subscriber: Subscriber, cls: type | None = None) -> bool:
         """Remove the subscription to ``cls`` (all of them when ``cls`` is None)."""
         if get_ident() != self._system._tid:
-            return self._system._run_in_hub(self.unsubscribe, subscriber, cls)  # type: ignore[no-any-return]
+            return self._system.run_in_hub(self.unsubscribe, subscriber, cls)
         before = len(self._subs)
         self._subs = [
             (c, s) for (c, s) in self._subs if not (s == subscriber and (cls is None or c is cls))
@@ -113,7 +113,7 @@ class EventStream:
             raise ValueError("cannot publish None")
         system = self._system
         if get_ident() != system._tid:
-            system._run_in_hub_async(self.publish, event)
+            system.run_in_hub_async(self.publish, event)
             return
         for s in self._subscribers_for(type(event)):
             if isinstance(s, ActorRef):

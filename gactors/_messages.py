@@ -36,6 +36,16 @@ class NotInfluenceReceiveTimeout:
 
 
 class _Singleton:
+    """Base of the message classes with exactly one instance (``PoisonPill``, ``Kill``,
+    ``ReceiveTimeout``, the backoff supervisor's ``Reset``, ...).
+
+    The public name is bound to the instance, so ``message is PoisonPill`` is the test
+    and ``tell(PoisonPill)`` needs no call. ``isinstance(message, PoisonPill)`` works too
+    (the instance answers it through ``__instancecheck__``: true for itself only), so
+    code written either way, or against a tuple of such names, is right. The instance
+    pickles by reference to its module-level name: it unpickles as the same object.
+    """
+
     __slots__ = ()
     _name = "?"
 
@@ -44,6 +54,11 @@ class _Singleton:
 
     def __reduce__(self) -> str:
         return self._name
+
+    def __instancecheck__(self, instance: object) -> bool:
+        # isinstance(x, PoisonPill) looks __instancecheck__ up on type(PoisonPill), that is
+        # here: the one instance is the only member of its "class".
+        return instance is self
 
 
 class _PoisonPill(_Singleton, AutoReceivedMessage):

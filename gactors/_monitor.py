@@ -74,7 +74,7 @@ __all__ = ["is_monitoring", "start_monitoring", "stop_monitoring"]
 
 _log = logging.getLogger("gactors.hub")
 
-_WORKER_LOOP_CODE = Dispatcher._run.__code__
+_WORKER_LOOP_CODE = Dispatcher._run.__code__  # noqa: SLF001  identifies the worker loop's frames
 _EPSILON = 1e-6
 STILL_BLOCKED = 0.5
 """Seconds: a block is logged while it lasts once it is this old (and over the
@@ -141,13 +141,13 @@ class _HubWatch:
                 if hasattr(thread, "_show_blocking_report"):
                     # Our warning replaces gevent's printed report (gevent >= 25 documents
                     # this method as replaceable at run time; 24.x always prints it).
-                    thread._show_blocking_report = _no_report
+                    thread._show_blocking_report = _no_report  # noqa: SLF001  gevent's monitor thread: no public hook
                 else:
                     # gevent 24.x builds and prints its full report on every detection,
                     # walking every object of the process while holding the GIL: on a big
                     # heap that delays and skews detection. Our own instance gets a check
                     # that only notifies (the report is not used: see _on_zope_event).
-                    thread._monitoring_functions[0].function = partial(
+                    thread._monitoring_functions[0].function = partial(  # noqa: SLF001  gevent 24.x's monitor thread: no public hook
                         _lean_monitor_blocking, thread
                     )
         self.thread = thread
@@ -240,7 +240,7 @@ def _no_report(hub: Any, report: Any, active_greenlet: Any) -> tuple[Any, Any]:
 
 def _lean_monitor_blocking(thread: Any, hub: Any) -> tuple[Any, Any] | None:
     """gevent 24.x's ``monitor_blocking`` without the report nobody reads."""
-    did_block = thread._greenlet_tracer.did_block_hub(hub)
+    did_block = thread._greenlet_tracer.did_block_hub(hub)  # noqa: SLF001  gevent's monitor thread: no public hook
     if not did_block:
         return None
     active_greenlet = did_block[1]
@@ -257,7 +257,7 @@ def _warn(
     else:
         source = "gevent-hub"
         who = "code outside any actor"
-    system._publish_log(
+    system.publish_log(
         logging.WARNING,
         source,
         f"{who} {'has been blocking' if ongoing else 'blocked'} the gevent hub for "
@@ -284,7 +284,7 @@ def _inspect(tid: int) -> tuple[str, ActorCell | None]:
     Runs in the monitoring thread. The dispatcher frames above the worker loop
     (``Dispatcher._run``) are left out; that frame's ``cell`` is the actor being run.
     """
-    frame: FrameType | None = sys._current_frames().get(tid)
+    frame: FrameType | None = sys._current_frames().get(tid)  # noqa: SLF001  the only way to read another thread's stack
     frames: list[FrameType] = []
     cell: ActorCell | None = None
     try:

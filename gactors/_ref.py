@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import itertools
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Literal, overload
 
 from greenlet import getcurrent
 
@@ -82,6 +82,22 @@ class ActorRef:
             raise IllegalStateError("forward() can only be used inside an actor")
         self.tell(message, g.cell.sender_or_none)
 
+    @overload
+    def ask(
+        self,
+        message: Any,
+        *,
+        timeout: float | timedelta | None = None,
+        block: Literal[True] = True,
+    ) -> Any: ...
+    @overload
+    def ask(
+        self, message: Any, *, timeout: float | timedelta | None = None, block: Literal[False]
+    ) -> Future[Any]: ...
+    @overload
+    def ask(
+        self, message: Any, *, timeout: float | timedelta | None = None, block: bool
+    ) -> Any: ...
     def ask(
         self, message: Any, *, timeout: float | timedelta | None = None, block: bool = True
     ) -> Any:
@@ -97,13 +113,14 @@ class ActorRef:
         system = self._system
         if message is None:
             raise InvalidMessageException(_NONE_ERROR)
-        if system._forked:
-            raise system._fork_error()
+        if system.forked:
+            raise system.fork_error()
         # Checked first: a thread started after the system's thread exited may get its
         # thread id, and would then be taken for the hub's thread.
-        if system._thread_alive() is None:
-            system._check_thread_alive("ask")  # raises
-        # None means the default, as in pattern.ask: no ask waits without end (SPEC 4).
+        if system.thread_alive() is None:
+            system.check_thread_alive("ask")  # raises
+        # None means the default, as in pattern.ask: no ask waits without end
+        # (docs/reliability.md, "Bad inputs").
         t: float = (
             system.settings.default_ask_timeout
             if timeout is None
@@ -119,14 +136,14 @@ class ActorRef:
                         f"actor {self.path} cannot block asking itself: it would never reply "
                         "(use ask(..., block=False) or tell)"
                     )
-            promise._start(t)
+            promise.start(t)
             self.tell(message, promise)
             return fut.get() if block else fut
-        system._run_in_hub_async(self._ask_from_thread, promise, message, t)
+        system.run_in_hub_async(self._ask_from_thread, promise, message, t)
         if not block:
             return fut
         # Timed here, in the calling thread: while unpatched code blocks the hub, the
-        # hub's timer cannot fire, and this thread must not wait for it (SPEC 4).
+        # hub's timer cannot fire, and this thread must not wait for it (docs/howto/threads.md).
         try:
             return fut.get(t)
         except TimeoutError:
@@ -136,11 +153,11 @@ class ActorRef:
                 return fut.get(0)
             # Completing the promise is the hub's job; a reply that arrives after this
             # goes to dead letters, as for any late reply.
-            system._run_in_hub_async(promise._abandon, t)
-            raise promise._timeout_error(t) from None
+            system.run_in_hub_async(promise.abandon, t)
+            raise promise.timeout_error(t) from None
 
     def _ask_from_thread(self, promise: PromiseRef, message: Any, timeout: float) -> None:
-        promise._start(timeout)
+        promise.start(timeout)
         self.tell(message, promise)
 
     def _send_system(self, message: SystemMessage) -> None:
@@ -229,12 +246,12 @@ def _build_path(cell: ActorCell) -> ActorPath:
     """
     pending = [cell]
     up = cell.parent_cell
-    while up.ref._path is None:
+    while up.ref._path is None:  # noqa: SLF001  LocalActorRef's lazily built path, set here
         pending.append(up)
         up = up.parent_cell
-    path: ActorPath = up.ref._path
+    path: ActorPath = up.ref._path  # noqa: SLF001  LocalActorRef's lazily built path, set here
     for c in reversed(pending):
-        path = c.ref._path = path.child(c.name)
+        path = c.ref._path = path.child(c.name)  # noqa: SLF001  LocalActorRef's lazily built path, set here
     return path
 
 
@@ -246,9 +263,9 @@ class DeadLettersRef(ActorRef):
     def tell(self, message: Any, sender: ActorRef | _Implicit | None = IMPLICIT) -> None:
         if message is None:
             raise InvalidMessageException(_NONE_ERROR)
-        if sender is IMPLICIT:
+        if isinstance(sender, _Implicit):  # (narrows the type, unlike `is IMPLICIT`)
             sender = current_sender_ref()
-        self._system._dead_letter(message, sender, self)  # type: ignore[arg-type]
+        self._system.publish_dead_letter(message, sender, self)
 
     def __repr__(self) -> str:
         return f"DeadLetters({self._system.name})"
@@ -264,9 +281,9 @@ class EmptyLocalActorRef(ActorRef):
     def tell(self, message: Any, sender: ActorRef | _Implicit | None = IMPLICIT) -> None:
         if message is None:
             raise InvalidMessageException(_NONE_ERROR)
-        if sender is IMPLICIT:
+        if isinstance(sender, _Implicit):  # (narrows the type, unlike `is IMPLICIT`)
             sender = current_sender_ref()
-        self._system._dead_letter(message, sender, self)  # type: ignore[arg-type]
+        self._system.publish_dead_letter(message, sender, self)
 
     def _send_system(self, message: SystemMessage) -> None:
         from gactors import _sysmsg as sm
@@ -285,9 +302,13 @@ class PromiseRef(ActorRef):
     """The temporary reply-to ref of an ask (also used to watch in graceful_stop).
 
     The first message told to it completes the future; later ones go to dead letters.
+    Internal class: its unprefixed members (``start``, ``complete``, ``complete_exc``,
+    ``abandon``, ``timeout_error``, ``fail_from_target``, ``on_system``, ``timer``) are
+    the API that ``ActorRef.ask``, ``gactors.pattern``, the cell and the cluster's
+    remote refs use, not an application's.
     """
 
-    __slots__ = ("_future", "_message", "_on_system", "_target", "_timer")
+    __slots__ = ("_future", "_message", "_target", "on_system", "timer")
 
     def __init__(
         self, system: ActorSystem, future: Future[Any], target: ActorRef | None, message: Any
@@ -297,14 +318,16 @@ class PromiseRef(ActorRef):
         self._future = future
         self._target = target
         self._message = message
-        self._timer: Any = None
-        self._on_system: Any = None
+        self.timer: Any = None
+        """The hub timer that ends the wait, once armed."""
+        self.on_system: Any = None
+        """Called with each system message sent to this ref (graceful_stop's watch)."""
 
     @property
     def path(self) -> ActorPath:
         p = self._path
         if p is None:
-            p = self._path = self._system._temp_path.child(f"${self._uid}")
+            p = self._path = self._system.temp_path.child(f"${self._uid}")
         return p
 
     def __eq__(self, other: object) -> bool:
@@ -313,27 +336,29 @@ class PromiseRef(ActorRef):
     def __hash__(self) -> int:
         return id(self)
 
-    def _start(self, timeout: float) -> None:
+    def start(self, timeout: float) -> None:
+        """Arm the timeout (hub thread), just before the question is sent."""
         if not self._future.done():
             loop = self._system._hub.loop
-            timer = self._timer = loop.timer(timeout)
+            timer = self.timer = loop.timer(timeout)
             # The loop's clock is only refreshed once per iteration: after unpatched code
             # held the hub, it lags, and the timer would fire early (at once after a long
             # block). Measure from now.
             loop.update_now()
             timer.start(self._time_out, timeout)
 
-    def _timeout_error(self, timeout: float) -> AskTimeoutError:
+    def timeout_error(self, timeout: float) -> AskTimeoutError:
+        """The exception of an ask that got no reply within ``timeout`` seconds."""
         return AskTimeoutError(
             f"ask timed out on {self._target} after {timeout} s "
             f"(message of type {type(self._message).__name__})"
         )
 
     def _time_out(self, timeout: float) -> None:
-        self._timer = None
-        self._complete_exc(self._timeout_error(timeout))
+        self.timer = None
+        self.complete_exc(self.timeout_error(timeout))
 
-    def _abandon(self, timeout: float) -> None:
+    def abandon(self, timeout: float) -> None:
         """The asking thread gave up after ``timeout`` s (its own clock; hub thread)."""
         fut = self._future
         if not fut.done():
@@ -341,38 +366,40 @@ class PromiseRef(ActorRef):
         elif fut.exception(0) is None:
             # The reply won the race with the asker's timeout: nobody will read it, so
             # it is a late reply like any other.
-            self._system._dead_letter(fut.get(0), None, self)
+            self._system.publish_dead_letter(fut.get(0), None, self)
 
-    def _complete(self, value: Any) -> None:
+    def complete(self, value: Any) -> None:
+        """The reply arrived: complete the future with ``value`` (first outcome wins)."""
         if self._future._set_result(value):
             self._cancel_timer()
 
-    def _complete_exc(self, exc: BaseException) -> None:
+    def complete_exc(self, exc: BaseException) -> None:
+        """Fail the future with ``exc`` (first outcome wins)."""
         if self._future._set_exception(exc):
             self._cancel_timer()
 
     def _cancel_timer(self) -> None:
-        timer = self._timer
+        timer = self.timer
         if timer is not None:
-            self._timer = None
+            self.timer = None
             timer.close()
 
     def tell(self, message: Any, sender: ActorRef | _Implicit | None = IMPLICIT) -> None:
         if message is None:
             raise InvalidMessageException(_NONE_ERROR)
         if get_ident() != self._system._tid:
-            self._system._run_in_hub_async(self.tell, message, sender)
+            self._system.run_in_hub_async(self.tell, message, sender)
             return
         if self._future.done():
-            if sender is IMPLICIT:
+            if isinstance(sender, _Implicit):  # (narrows the type, unlike `is IMPLICIT`)
                 sender = current_sender_ref()
-            self._system._dead_letter(message, sender, self)  # type: ignore[arg-type]
+            self._system.publish_dead_letter(message, sender, self)
             return
         cls = type(message)
         if cls is Status.Success:
-            self._complete(message.value)
+            self.complete(message.value)
         elif cls is Status.Failure:
-            self._complete_exc(message.cause)
+            self.complete_exc(message.cause)
         elif cls is Identify:
             # Like every actor ref, a promise identifies itself.
             if sender is IMPLICIT:
@@ -380,14 +407,14 @@ class PromiseRef(ActorRef):
             if isinstance(sender, ActorRef):
                 sender.tell(ActorIdentity(message.message_id, self), self)
         else:
-            self._complete(message)
+            self.complete(message)
 
-    def _fail_from_target(self, exc: BaseException) -> None:
+    def fail_from_target(self, exc: BaseException) -> None:
         """The asked actor raised while processing the asked message."""
-        self._complete_exc(exc)
+        self.complete_exc(exc)
 
     def _send_system(self, message: SystemMessage) -> None:
-        handler = self._on_system
+        handler = self.on_system
         if handler is not None:
             handler(message)
 

@@ -1,4 +1,4 @@
-"""``system.scheduler``: messages (or calls) after a delay, once or repeatedly (SPEC section 9).
+"""``system.scheduler``: messages (or calls) after a delay, once or repeatedly (docs/api/time.md).
 
 Every task is a one-shot timer of the system's gevent hub, re-armed after each run, so
 an idle scheduler costs no greenlet and nothing runs between two firings. Callbacks run
@@ -93,7 +93,7 @@ class Cancellable:
         if get_ident() == scheduler._system._tid:
             self._close()
         else:
-            scheduler._system._run_in_hub_async(self._close)
+            scheduler._system.run_in_hub_async(self._close)
         return True
 
     # -- hub thread ------------------------------------------------------------------------
@@ -102,7 +102,7 @@ class Cancellable:
         if timer is not None:
             self._timer = None
             timer.close()
-        self._scheduler._tasks.discard(self)
+        self._scheduler._tasks.discard(self)  # noqa: SLF001  Cancellable and Scheduler are one unit
 
     def _arm(self, delay: float) -> None:
         loop = self._scheduler._system._hub.loop
@@ -115,10 +115,10 @@ class Cancellable:
         if self._state != 0:
             return
         scheduler = self._scheduler
-        if scheduler._closed:
+        if scheduler._closed:  # noqa: SLF001  Cancellable and Scheduler are one unit
             self._state = 1
             return
-        scheduler._tasks.add(self)
+        scheduler._tasks.add(self)  # noqa: SLF001  Cancellable and Scheduler are one unit
         self._deadline = monotonic() + delay
         self._arm(delay)
 
@@ -132,7 +132,7 @@ class Cancellable:
         kind = self._kind
         if kind == _ONCE:
             self._state = 2
-            self._scheduler._tasks.discard(self)
+            self._scheduler._tasks.discard(self)  # noqa: SLF001  Cancellable and Scheduler are one unit
         try:
             self._action(*self._args)
         except Exception:
@@ -265,9 +265,9 @@ class Scheduler:
             )
         task = Cancellable(self, kind, interval, action, args)
         if get_ident() == self._system._tid:
-            task._start(first)
+            task._start(first)  # noqa: SLF001  Cancellable and Scheduler are one unit
         else:
-            self._system._run_in_hub_async(task._start, first)
+            self._system.run_in_hub_async(task._start, first)  # noqa: SLF001  Cancellable and Scheduler are one unit
         return task
 
     def _after_fork(self) -> None:
@@ -275,8 +275,8 @@ class Scheduler:
         hub timers were copied with the loop). Closed without running anything."""
         self._closed = True
         for task in list(self._tasks):
-            task._state = 1
-            task._close()
+            task._state = 1  # noqa: SLF001  Cancellable and Scheduler are one unit
+            task._close()  # noqa: SLF001  Cancellable and Scheduler are one unit
         self._tasks.clear()
 
     def _close(self) -> None:

@@ -1,10 +1,10 @@
-"""``ActorSelection``: a path looked up when a message is sent (SPEC section 17)."""
+"""``ActorSelection``: a path looked up when a message is sent (docs/api/refs.md)."""
 
 from __future__ import annotations
 
 import itertools
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 from gactors._duration import seconds
 from gactors._messages import ActorIdentity, Identify
@@ -13,6 +13,7 @@ from gactors._ref import IMPLICIT, ActorRef, EmptyLocalActorRef, _Implicit
 from gactors.exceptions import ActorNotFound, AskTimeoutError
 
 if TYPE_CHECKING:
+    from gactors._future import Future
     from gactors._system import ActorSystem
 
 __all__ = ["ActorSelection"]
@@ -42,7 +43,7 @@ class ActorSelection:
     def _target(self) -> ActorRef:
         system = self._system
         path = self._path
-        node = system._cluster_node
+        node = system.cluster_node
         if path.node is not None and node is not None and path.node != node.node_id:
             return node.remote_ref(path, 0)  # type: ignore[no-any-return]
         ref = system.lookup(path) if path.node is None or node is not None else None
@@ -54,6 +55,22 @@ class ActorSelection:
         """Send ``message`` to the actor at the path (a dead letter if there is none)."""
         self._target().tell(message, sender)
 
+    @overload
+    def ask(
+        self,
+        message: Any,
+        *,
+        timeout: float | timedelta | None = None,
+        block: Literal[True] = True,
+    ) -> Any: ...
+    @overload
+    def ask(
+        self, message: Any, *, timeout: float | timedelta | None = None, block: Literal[False]
+    ) -> Future[Any]: ...
+    @overload
+    def ask(
+        self, message: Any, *, timeout: float | timedelta | None = None, block: bool
+    ) -> Any: ...
     def ask(
         self, message: Any, *, timeout: float | timedelta | None = None, block: bool = True
     ) -> Any:
@@ -68,7 +85,7 @@ class ActorSelection:
         if isinstance(target, EmptyLocalActorRef):
             raise ActorNotFound(f"no actor at {self._path}")
         if target.path.node is None or target.path.node == getattr(
-            self._system._cluster_node, "node_id", None
+            self._system.cluster_node, "node_id", None
         ):
             return target  # a local actor: resolved already
         wait = (

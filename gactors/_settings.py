@@ -1,4 +1,4 @@
-"""Settings of an actor system (SPEC section 12).
+"""Settings of an actor system (docs/settings.md).
 
 ``ActorSystem(config=...)`` takes a mapping or the path of a TOML file with a
 ``[gactors]`` table; with no config, the file named by ``GACTORS_CONFIG`` is read if
@@ -50,7 +50,8 @@ class Settings:
     shutdown_timeout: float = 10.0
     """Seconds the context manager (and integrations) wait for termination."""
     cluster: Any = None
-    """The ``cluster`` table (SPEC section 17) as a ``gactors.cluster._settings.ClusterSettings``;
+    """The ``cluster`` table (docs/cluster/operations.md) as a
+    ``gactors.cluster._settings.ClusterSettings``;
     None: the system is not a cluster node (and nothing of ``gactors.cluster`` is imported)."""
 
 

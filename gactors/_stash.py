@@ -1,4 +1,4 @@
-"""The ``Stash`` mixin: set messages aside and take them back later (SPEC section 10).
+"""The ``Stash`` mixin: set messages aside and take them back later (docs/concepts/actors.md).
 
 The stashed messages live in the actor's cell (``cell.stash_obj``), not in the
 instance, so they survive a restart: when an instance is discarded the cell puts the
@@ -85,7 +85,7 @@ def stash_of(cell: ActorCell) -> StashStore:
     store = cell.stash_obj
     if store is None:
         store = cell.stash_obj = StashStore(cell)
-    return store  # type: ignore[no-any-return]
+    return store
 
 
 class Stash:

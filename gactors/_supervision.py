@@ -1,4 +1,4 @@
-"""Supervisor strategies, directives and deciders (SPEC section 6)."""
+"""Supervisor strategies, directives and deciders (docs/concepts/supervision.md)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Union
 from zope.interface import implementer
 
 from gactors import _sysmsg as sm
-from gactors._text import safe_str
+from gactors._text import failure_text
 from gactors.exceptions import (
     ActorInitializationException,
     ActorKilledException,
@@ -259,9 +259,9 @@ class SupervisorStrategy:
         """One record per handled failure: warning for resume, error for restart/stop."""
         if not self.logging_enabled or directive is Directive.ESCALATE:
             return
-        text = _failure_text(cause)
+        text = failure_text(cause)
         level = logging.WARNING if directive is Directive.RESUME else logging.ERROR
-        context.system._publish_log(
+        context.system.publish_log(
             level,
             str(child.path),
             f"{text} ({directive.name.lower()})",
@@ -275,10 +275,6 @@ class SupervisorStrategy:
             f"{type(self).__name__}(max_retries={self.max_retries}, within={self.within}, "
             f"logging_enabled={self.logging_enabled})"
         )
-
-
-def _failure_text(cause: BaseException) -> str:
-    return f"{type(cause).__name__}: {safe_str(cause)}"
 
 
 class OneForOneStrategy(SupervisorStrategy):

@@ -36,7 +36,7 @@ CREATE = Create()
 
 
 class Recreate(SystemMessage):
-    """Restart. ``survivor``: restarted because the parent restarted (SPEC 6.3 f), so
+    """Restart. ``survivor``: restarted because the parent restarted (docs/concepts/restart.md), so
     ``pre_restart`` gets ``message=None`` even if this actor's own message failed."""
 
     __slots__ = ("cause", "survivor")

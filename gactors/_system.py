@@ -13,7 +13,7 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from datetime import timedelta
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
 from gevent.hub import get_hub
 from greenlet import getcurrent
@@ -51,6 +51,8 @@ __all__ = ["ActorSystem"]
 _log = logging.getLogger("gactors")
 _SYSTEM_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
 F = TypeVar("F", bound=Callable[..., Any])
+T = TypeVar("T")
+P = ParamSpec("P")
 
 
 def resolve_configurator(value: Any) -> SupervisorStrategyConfigurator:
@@ -84,14 +86,14 @@ def _in_hub_thread(method: F) -> F:
 
     @functools.wraps(method)
     def wrapper(self: ActorSystem, *args: Any, **kwargs: Any) -> Any:
-        if self._forked:
-            raise self._fork_error()
+        if self.forked:
+            raise self.fork_error()
         # Before comparing thread ids: a new thread may reuse the id of the system's
         # thread once that has exited.
-        self._check_thread_alive(f"call {method.__name__}()")
+        self.check_thread_alive(f"call {method.__name__}()")
         if get_ident() == self._tid:
             return method(self, *args, **kwargs)
-        return self._run_in_hub(method, self, *args, **kwargs)
+        return self.run_in_hub(method, self, *args, **kwargs)
 
     return wrapper  # type: ignore[return-value]
 
@@ -103,7 +105,7 @@ _live_systems: weakref.WeakSet[ActorSystem] = weakref.WeakSet()
 
 def _after_fork_in_child() -> None:
     for system in list(_live_systems):
-        system._mark_forked()
+        system._mark_forked()  # noqa: SLF001  the fork hook of this module
 
 
 if hasattr(os, "register_at_fork"):  # not on Windows
@@ -117,15 +119,20 @@ def _stop_anything(exc: BaseException) -> Directive:
     return Directive.STOP
 
 
-class _RootGuardian(Actor):
-    supervisor_strategy = OneForOneStrategy(_stop_anything)
+class _StopWhenWatchedStops(Actor):
+    """The root and system guardians: each watches one actor (``/``'s is ``/system``,
+    ``/system``'s is ``/user``) and stops when it has stopped, which is how shutdown
+    walks up the tree: /user, then /system, then the root."""
 
     def receive(self, message: Any) -> None:
         if type(message) is Terminated:
-            # /system is gone: every actor has stopped.
             self.context.stop(self.ref)
         else:
             self.unhandled(message)
+
+
+class _RootGuardian(_StopWhenWatchedStops):
+    supervisor_strategy = OneForOneStrategy(_stop_anything)
 
 
 class _UserGuardian(Actor):
@@ -148,15 +155,8 @@ def _system_guardian_decider(exc: BaseException) -> Directive:
     return Directive.ESCALATE
 
 
-class _SystemGuardian(Actor):
+class _SystemGuardian(_StopWhenWatchedStops):
     supervisor_strategy = OneForOneStrategy(_system_guardian_decider)
-
-    def receive(self, message: Any) -> None:
-        if type(message) is Terminated:
-            # /user is gone: the framework's own actors may stop now.
-            self.context.stop(self.ref)
-        else:
-            self.unhandled(message)
 
 
 class _TheOneWhoWalksTheBubbles(ActorRef):
@@ -165,12 +165,12 @@ class _TheOneWhoWalksTheBubbles(ActorRef):
     __slots__ = ()
 
     def tell(self, message: Any, sender: Any = None) -> None:
-        self._system._dead_letter(message, None, self)
+        self._system.publish_dead_letter(message, None, self)
 
     def _send_system(self, message: sm.SystemMessage) -> None:
         system = self._system
         if type(message) is sm.Failed:
-            system._publish_log(
+            system.publish_log(
                 logging.ERROR,
                 str(message.child.path),
                 f"root guardian failed, shutting down: {type(message.cause).__name__}: "
@@ -179,7 +179,7 @@ class _TheOneWhoWalksTheBubbles(ActorRef):
             )
             message.child._send_system(sm.TERMINATE)
         elif type(message) is sm.DeathWatchNotification:
-            system._root_terminated()
+            system._root_terminated()  # noqa: SLF001  the root's parent is part of the system
 
     def __repr__(self) -> str:
         return "<bubble-walker>"
@@ -194,6 +194,28 @@ class ActorSystem:
     ``ActorSystem(name="default", config=None)`` starts at once. Use it as a context
     manager to terminate it (and wait) on leaving the block.
     """
+
+    # -- internal API ----------------------------------------------------------------------
+    # Besides the public API (docs/api/system.md), the system has an internal API for
+    # gactors' own modules: the cells and refs, the dispatcher, the scheduler, the
+    # cluster, the contrib integrations and the testkit. It is not for applications and
+    # may change in any release; docs/internals.md maps who uses what. The attributes:
+    #
+    #   _hub, _tid      the gevent hub and the OS thread id the system runs in (kept
+    #                   underscored: ruff's flake8-self ignore-names lists them)
+    #   dispatcher      the Dispatcher that runs every cell's batches
+    #   root_cell, user_cell, system_cell   the guardians' cells ("/", "/user", "/system")
+    #   temp_path       "/temp": the parent path of asks' PromiseRefs
+    #   cluster_node    the ClusterNode, or None (gactors.cluster is never imported then)
+    #   forked          True in the child of os.fork(): every use raises fork_error()
+    #   thread_alive    a token that is None once the system's thread has exited
+    #   failure_tb      (cause, traceback) of the child failure being decided, for its log
+    #   log_filters     callables that drop LogEvents before they are published
+    #   termination_hooks   run in reverse order once the root has stopped
+    #
+    # and the methods publish_dead_letter, publish_log, run_in_hub, run_in_hub_async,
+    # tell_from_thread, check_thread_alive, check_stoppable, fork_error and
+    # resolve_local (most of them below the "internal API" line further down).
 
     def __init__(
         self,
@@ -211,45 +233,45 @@ class ActorSystem:
         user_strategy = _guardian_strategy(configurator, self.settings.guardian_supervisor_strategy)
         self._hub = get_hub()
         self._tid = get_ident()
-        self._thread_alive = thread_token()
+        self.thread_alive = thread_token()
         self._pid = os.getpid()
-        self._forked = False
+        self.forked = False
         self._calls: deque[tuple[Callable[..., Any], tuple[Any, ...]]] = deque()
         self._async = self._hub.loop.async_()
         self._async.start(self._on_async)
         self._terminating = False
-        self._termination_hooks: list[Callable[[], Any]] = []
+        self.termination_hooks: list[Callable[[], Any]] = []
         self.scheduler = Scheduler(self)
         # Registered first, so it runs last: hooks may still use the scheduler.
-        self._termination_hooks.append(self.scheduler._close)
+        self.termination_hooks.append(self.scheduler._close)  # noqa: SLF001  the system owns its scheduler
         self._dead_letter_count = 0
-        self._log_filters: list[Callable[[LogEvent], bool]] = []
+        self.log_filters: list[Callable[[LogEvent], bool]] = []
         # (cause, traceback) of the child failure a supervisor is deciding on, if any:
         # its log shows that traceback (see FaultHandling.handle_failure).
-        self._failure_tb: tuple[BaseException, TracebackType | None] | None = None
+        self.failure_tb: tuple[BaseException, TracebackType | None] | None = None
         self.when_terminated: Future[None] = Future(self._hub, self._tid)
         self.event_stream = EventStream(self)
         self.log = logging.LoggerAdapter(logging.getLogger("gactors.system"), {"actor_path": name})
 
-        # A cluster node (SPEC 17) connects before the root path is built: paths carry
-        # the node's address. A system without a cluster table never imports the
+        # A cluster node (docs/cluster/concepts.md) connects before the root path is
+        # built: paths carry the node's address. A system without a cluster table never imports the
         # cluster package.
-        self._cluster_node: Any = None
+        self.cluster_node: Any = None
         if self.settings.cluster is not None:
             from gactors.cluster._node import ClusterNode
 
             try:
-                self._cluster_node = ClusterNode(self, self.settings.cluster)
+                self.cluster_node = ClusterNode(self, self.settings.cluster)
             except BaseException:
                 self._async.close()  # nothing of this system may keep the hub alive
                 raise
-            self.address = Address(name, self._cluster_node.node_id)
+            self.address = Address(name, self.cluster_node.node_id)
         else:
             self.address = Address(name)
         root_path = ActorPath(name, (), None, self.address.node)
-        self._temp_path = root_path.child("temp")
+        self.temp_path = root_path.child("temp")
         self.dead_letters: ActorRef = DeadLettersRef(self, root_path.child("deadLetters"), 0)
-        self._dispatcher = Dispatcher(
+        self.dispatcher = Dispatcher(
             self._hub,
             self.settings.dispatcher_throughput,
             self._on_fatal,
@@ -257,23 +279,23 @@ class ActorSystem:
             self.dead_letters,
         )
         bubble = _TheOneWhoWalksTheBubbles(self, root_path.child("bubble-walker"), 0)
-        root = self._root = ActorCell(self, Props(_RootGuardian), "", bubble, None, root_path)
+        root = self.root_cell = ActorCell(self, Props(_RootGuardian), "", bubble, None, root_path)
         root.send_system(sm.CREATE)
         user = root.attach_child(Props(_UserGuardian, user_strategy), "user", system_name=True)
         sysg = root.attach_child(Props(_SystemGuardian), "system", system_name=True)
-        self._user_cell: ActorCell = user._cell  # type: ignore[attr-defined]
-        self._system_cell: ActorCell = sysg._cell  # type: ignore[attr-defined]
+        self.user_cell: ActorCell = root.child_cells["user"]
+        self.system_cell: ActorCell = root.child_cells["system"]
         # /system outlives /user; the root outlives /system.
-        self._system_cell.watch(user, None)
+        self.system_cell.watch(user, None)
         root.watch(sysg, None)
         _live_systems.add(self)
-        if self._cluster_node is not None:
+        if self.cluster_node is not None:
             try:
-                self._cluster_node.start()  # returns once the node joined
+                self.cluster_node.start()  # returns once the node joined
             except BaseException:
-                self._cluster_node.close()
+                self.cluster_node.close()
                 self._terminating = True
-                self._root.stop_ref(self._user_cell.ref)
+                self.root_cell.stop_ref(self.user_cell.ref)
                 raise
         if self.settings.blocking_threshold is not None:
             from gactors._monitor import start_monitoring
@@ -286,7 +308,7 @@ class ActorSystem:
     def actor_of(self, props: Props, name: str | None = None) -> ActorRef:
         """Create a top-level actor under ``/user``; returns its ref at once."""
         self._check_alive("actor_of")
-        return self._user_cell.attach_child(props, name)
+        return self.user_cell.attach_child(props, name)
 
     @_in_hub_thread
     def stop(self, ref: ActorRef) -> None:
@@ -295,10 +317,10 @@ class ActorSystem:
         Raises :class:`ValueError` for a ref of another actor system and for the
         guardians (``/``, ``/user``, ``/system``): :meth:`terminate` ends a system.
         """
-        self._check_stoppable(ref)
+        self.check_stoppable(ref)
         cell = getattr(ref, "_cell", None)
-        if cell is not None and cell.parent_cell is self._user_cell:
-            self._user_cell.stop_ref(ref)
+        if cell is not None and cell.parent_cell is self.user_cell:
+            self.user_cell.stop_ref(ref)
         else:
             ref._send_system(sm.TERMINATE)
 
@@ -308,19 +330,19 @@ class ActorSystem:
         if not self._terminating:
             self._terminating = True
             _log.debug("actor system %r terminating", self.name)
-            if self._cluster_node is not None:
+            if self.cluster_node is not None:
                 # Graceful leave: the node is "leaving" while its actors stop, and
                 # leaves the membership once they stopped (a termination hook).
-                self._cluster_node.begin_leave()
+                self.cluster_node.begin_leave()
                 # Singletons and shards hand over (their instances stop with their
                 # stop_message, leases released) before the user actors stop.
-                self._cluster_node.hand_over(self._stop_user_guardian)
+                self.cluster_node.hand_over(self._stop_user_guardian)
             else:
                 self._stop_user_guardian()
         return self.when_terminated
 
     def _stop_user_guardian(self) -> None:
-        self._root.stop_ref(self._user_cell.ref)
+        self.root_cell.stop_ref(self.user_cell.ref)
 
     def await_termination(self, timeout: float | timedelta | None = None) -> bool:
         """Wait until the system terminated; False if ``timeout`` (seconds or timedelta,
@@ -330,17 +352,17 @@ class ActorSystem:
         system waits for that actor's current message, which would wait for the system;
         and from another thread once the system's own thread has exited.
         """
-        if self._forked:
-            raise self._fork_error()
+        if self.forked:
+            raise self.fork_error()
         g = getcurrent()
-        if type(g) is Worker and g.dispatcher is self._dispatcher and not self.is_terminated:
+        if type(g) is Worker and g.dispatcher is self.dispatcher and not self.is_terminated:
             raise IllegalStateError(
                 f"an actor of {self.name!r} cannot wait for the termination of its own "
                 "system: termination waits for the actor's current message to finish "
                 "(use register_on_termination or when_terminated.add_done_callback)"
             )
         if not self.when_terminated.done():
-            self._check_thread_alive("await termination")  # it would never come
+            self.check_thread_alive("await termination")  # it would never come
         try:
             self.when_terminated.get(timeout)
         except TimeoutError:
@@ -350,8 +372,8 @@ class ActorSystem:
     @property
     def is_terminated(self) -> bool:
         """True once every actor has stopped and the termination hooks ran."""
-        if self._forked:
-            raise self._fork_error()
+        if self.forked:
+            raise self.fork_error()
         return self.when_terminated.done()
 
     @_in_hub_thread
@@ -361,7 +383,7 @@ class ActorSystem:
             raise TypeError(f"register_on_termination needs a callable, not {type(fn).__name__}")
         if self.is_terminated:
             raise IllegalStateError(f"actor system {self.name!r} is already terminated")
-        self._termination_hooks.append(fn)
+        self.termination_hooks.append(fn)
 
     @_in_hub_thread
     def lookup(self, path: ActorPath | str) -> ActorRef | None:
@@ -375,7 +397,7 @@ class ActorSystem:
         if path.node is not None and path.node != self.address.node:
             return None  # another node's actor: lookup stays local (actor_selection)
         elements = path.elements
-        cell = self._root
+        cell = self.root_cell
         for element in elements:
             child = cell.child_cells.get(element)
             if child is None:
@@ -395,10 +417,10 @@ class ActorSystem:
             )
         return ActorSelection(self, path)
 
-    def _resolve_local(self, elements: tuple[str, ...] | list[str], uid: int) -> ActorRef | None:
+    def resolve_local(self, elements: tuple[str, ...] | list[str], uid: int) -> ActorRef | None:
         """The live local actor at ``elements`` with incarnation ``uid`` (0: any), or None.
         Hub thread only (used by the cluster node to deliver inbound messages)."""
-        cell = self._root
+        cell = self.root_cell
         for element in elements:
             child = cell.child_cells.get(element)
             if child is None:
@@ -414,7 +436,7 @@ class ActorSystem:
         lines: list[str] = []
         # Depth first with an explicit stack (children pushed in reverse to keep their
         # order): a tree deeper than the recursion limit must still print.
-        stack: list[tuple[ActorCell, int]] = [(self._root, 0)]
+        stack: list[tuple[ActorCell, int]] = [(self.root_cell, 0)]
         while stack:
             cell, depth = stack.pop()
             label = "/" if depth == 0 else cell.name
@@ -461,14 +483,14 @@ class ActorSystem:
         state = "terminated" if self.is_terminated else "running"
         return f"<ActorSystem {self.name!r} {state}>"
 
-    # -- internals used across the package --------------------------------------------------------
+    # -- internal API (see the top of the class) -------------------------------------------------
     def _check_alive(self, what: str) -> None:
-        if self._terminating or self.is_terminated or self._user_cell.dead:
+        if self._terminating or self.is_terminated or self.user_cell.dead:
             raise IllegalStateError(
                 f"actor system {self.name!r} is terminated or terminating: cannot {what}"
             )
 
-    def _check_stoppable(self, ref: object) -> None:
+    def check_stoppable(self, ref: object) -> None:
         """Refuse what the public ``stop`` must not stop (guardians stop themselves
         through their cells during ``terminate``, not through this check)."""
         if not isinstance(ref, ActorRef):
@@ -479,13 +501,14 @@ class ActorSystem:
                 f"not {self.name!r} (stop it through its own system)"
             )
         cell = getattr(ref, "_cell", None)
-        if cell is not None and cell in (self._root, self._user_cell, self._system_cell):
+        if cell is not None and cell in (self.root_cell, self.user_cell, self.system_cell):
             raise ValueError(
                 f"cannot stop the guardian {ref.path}: use terminate() to end actor "
                 f"system {self.name!r}"
             )
 
-    def _fork_error(self) -> IllegalStateError:
+    def fork_error(self) -> IllegalStateError:
+        """The error of any use of this system in the child of ``os.fork()``."""
         return IllegalStateError(
             f"actor system {self.name!r} was created before os.fork() (in process {self._pid}) "
             f"and cannot be used in the child process {os.getpid()}: create the actor system "
@@ -494,16 +517,16 @@ class ActorSystem:
 
     def _mark_forked(self) -> None:
         """In the child of ``os.fork()``: make every use of this system raise."""
-        self._forked = True
-        # Nothing of the parent's runs in the child (SPEC section 13): the workers copied
+        self.forked = True
+        # Nothing of the parent's runs in the child (docs/gunicorn.md): the workers copied
         # mid-message or parked are frozen, the timers and the parent's queued messages
         # are dropped, and closing every mailbox sends tell() to the slow path, which
         # raises. Without this the child's hub would wake the copied workers and
         # process the parent's messages a second time.
         self._calls.clear()
-        self._dispatcher.after_fork()
-        self.scheduler._after_fork()
-        cells = [self._root]
+        self.dispatcher.after_fork()
+        self.scheduler._after_fork()  # noqa: SLF001  the system owns its scheduler
+        cells = [self.root_cell]
         while cells:
             cell = cells.pop()
             cell.after_fork()
@@ -515,12 +538,12 @@ class ActorSystem:
 
     def _root_terminated(self) -> None:
         self._terminating = True
-        for fn in reversed(self._termination_hooks):
+        for fn in reversed(self.termination_hooks):
             try:
                 fn()
             except Exception:
                 _log.exception("termination hook %r of %r failed", fn, self.name)
-        self._termination_hooks.clear()
+        self.termination_hooks.clear()
         self._async.ref = False  # the system no longer keeps the hub alive
         _log.debug("actor system %r terminated", self.name)
         self.when_terminated._set_result(None)
@@ -531,7 +554,12 @@ class ActorSystem:
         )
         self.terminate()
 
-    def _dead_letter(self, message: Any, sender: ActorRef | None, recipient: ActorRef) -> None:
+    def publish_dead_letter(
+        self, message: Any, sender: ActorRef | None, recipient: ActorRef
+    ) -> None:
+        """``message`` could not be delivered to ``recipient``: publish a DeadLetter (and
+        log it, within the ``log_dead_letters`` budget). An ``Identify`` is answered
+        with an empty ``ActorIdentity`` instead, as Akka does."""
         if type(message) is Identify:
             if sender is not None:
                 sender.tell(ActorIdentity(message.message_id, None), None)
@@ -551,7 +579,7 @@ class ActorSystem:
             if count == limit
             else ""
         )
-        self._publish_log(
+        self.publish_log(
             logging.INFO,
             str(recipient.path),
             f"message [{type(message).__name__}] from {sender} to {recipient.path} was not "
@@ -559,7 +587,7 @@ class ActorSystem:
             category="deadletters",
         )
 
-    def _publish_log(
+    def publish_log(
         self,
         level: int,
         source: str,
@@ -570,8 +598,11 @@ class ActorSystem:
         category: str = "supervision",
         directive: Directive | None = None,
     ) -> None:
+        """Publish a :class:`LogEvent` (unless a log filter drops it) and log it to the
+        ``gactors.<category>`` logger, with the failing child's traceback while a
+        supervisor decides on it (``failure_tb``)."""
         event = LogEvent(level, source, message, cause, logger_class, directive)
-        for f in self._log_filters:
+        for f in self.log_filters:
             if f(event):
                 return
         self.event_stream.publish(event)
@@ -580,7 +611,7 @@ class ActorSystem:
             return
         tb = None
         if cause is not None:
-            failure = self._failure_tb
+            failure = self.failure_tb
             tb = failure[1] if failure is not None and failure[0] is cause else cause.__traceback__
         if type(getcurrent()) is Worker:
             # A LogRecord asks threading.current_thread(), which under gevent builds a
@@ -626,47 +657,47 @@ class ActorSystem:
             except Exception:
                 _log.exception("call %r carried to the hub thread failed", fn)
 
-    def _tell_from_thread(self, ref: ActorRef, message: Any, sender: ActorRef | None) -> None:
+    def tell_from_thread(self, ref: ActorRef, message: Any, sender: ActorRef | None) -> None:
         """tell() from a foreign OS thread: finished by the hub thread, in order."""
         self._calls.append((ref.tell, (message, sender)))
         self._async.send()
 
-    def _run_in_hub_async(self, fn: Callable[..., Any], *args: Any) -> None:
+    def run_in_hub_async(self, fn: Callable[..., Any], *args: Any) -> None:
         """Run ``fn(*args)`` in the hub thread soon (safe from any thread)."""
         self._calls.append((fn, args))
         self._async.send()
 
-    def _check_thread_alive(self, what: str) -> None:
+    def check_thread_alive(self, what: str) -> None:
         """From a foreign thread: fail at once if the system's own thread has exited
         (nothing would ever run the hub again, so any wait for it would be in vain)."""
-        if self._thread_alive() is None:
+        if self.thread_alive() is None:
             raise IllegalStateError(
                 f"cannot {what}: the thread of actor system {self.name!r} (which ran its "
                 "gevent hub) has exited, so the system can no longer run"
             )
 
-    def _run_in_hub(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    def run_in_hub(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         """Run ``fn`` in the hub thread and wait for its result (from a foreign thread)."""
-        self._check_thread_alive(f"call {getattr(fn, '__name__', 'a function')}()")
+        self.check_thread_alive(f"call {getattr(fn, '__name__', 'a function')}()")
         lock = allocate_lock()
         lock.acquire()
-        box: list[tuple[bool, Any]] = []
+        results: list[T] = []
+        errors: list[BaseException] = []
 
         def call() -> None:
             try:
-                box.append((True, fn(*args, **kwargs)))
+                results.append(fn(*args, **kwargs))
             except BaseException as e:
-                box.append((False, e))
+                errors.append(e)
             finally:
                 lock.release()
 
-        self._run_in_hub_async(call)
+        self.run_in_hub_async(call)
         if not lock.acquire(True, 60.0):
             raise IllegalStateError(
                 f"the hub thread of actor system {self.name!r} did not run the call within 60 s "
                 "(is its thread blocked outside gevent?)"
             )
-        ok, value = box[0]
-        if ok:
-            return value
-        raise value
+        if errors:
+            raise errors[0]
+        return results[0]

@@ -10,7 +10,7 @@ helpers, which fall back to a placeholder naming the class.
 
 from __future__ import annotations
 
-__all__ = ["safe_repr", "safe_str"]
+__all__ = ["failure_text", "safe_repr", "safe_str"]
 
 
 def safe_str(obj: object) -> str:
@@ -27,3 +27,8 @@ def safe_repr(obj: object) -> str:
         return repr(obj)
     except Exception as e:
         return f"<{type(obj).__name__}: repr() raised {type(e).__name__}>"
+
+
+def failure_text(exc: BaseException) -> str:
+    """``"TypeName: text"`` of an exception, as the failure logs show it."""
+    return f"{type(exc).__name__}: {safe_str(exc)}"

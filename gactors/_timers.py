@@ -1,4 +1,4 @@
-"""``self.timers``: per-actor timers identified by keys (SPEC section 9).
+"""``self.timers``: per-actor timers identified by keys (docs/api/time.md).
 
 Each timer is a task of ``system.scheduler`` that tells the actor an internal envelope
 (:class:`TimerMsg`) carrying the timer's key and generation. The cell unwraps it when
@@ -190,4 +190,4 @@ def timers_of(cell: ActorCell) -> TimerScheduler:
     timers = cell.timers_obj
     if timers is None:
         timers = cell.timers_obj = TimerScheduler(cell)
-    return timers  # type: ignore[no-any-return]
+    return timers

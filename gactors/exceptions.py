@@ -127,8 +127,8 @@ class PluginError(GactorsError):
     """A plugin is unknown, fails verification, or could not be loaded."""
 
 
-# -- the cluster (SPEC 17); defined here so that they can be caught without importing
-# gactors.cluster (and its dependencies).
+# -- the cluster (docs/cluster/concepts.md); defined here so that they can be caught
+# without importing gactors.cluster (and its dependencies).
 class ClusterError(GactorsError):
     """A cluster operation failed: no cluster configured, Redis unreachable, ..."""
 

@@ -17,8 +17,8 @@ method below with a compatible signature. Every built-in class declares its inte
   *factory* ``(min_backoff, max_backoff, random_factor) -> IBackoffPolicy``, called once
   per backoff supervisor, so a policy may keep state (such as the previous delay).
 * :class:`ISerializer` -- turns the messages sent to other cluster nodes into bytes
-  and back (SPEC section 17). The built-ins are ``"msgpack"`` (the default) and
-  ``"pickle"`` (trusted networks only).
+  and back (docs/cluster/concepts.md, "Serialization"). The built-ins are
+  ``"msgpack"`` (the default) and ``"pickle"`` (trusted networks only).
 """
 
 from __future__ import annotations

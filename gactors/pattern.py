@@ -23,7 +23,7 @@ def ask(ref: ActorRef, message: Any, timeout: float | timedelta | None = None) -
     """
     if not isinstance(ref, ActorRef):
         raise TypeError(f"ask() needs an ActorRef, not {type(ref).__name__}")
-    return ref.ask(message, timeout=timeout, block=False)  # type: ignore[no-any-return]
+    return ref.ask(message, timeout=timeout, block=False)
 
 
 def pipe_to(future: Future[Any], ref: ActorRef, sender: ActorRef | None = None) -> Future[Any]:
@@ -57,16 +57,17 @@ def graceful_stop(
 
     def on_system(msg: sm.SystemMessage) -> None:
         if type(msg) is sm.DeathWatchNotification and msg.actor == ref:
-            watcher._complete(True)
+            watcher.complete(True)
 
-    watcher._on_system = on_system
+    watcher.on_system = on_system
 
     def start() -> None:
         loop = system._hub.loop
-        watcher._timer = timer = loop.timer(timeout)
-        loop.update_now()  # count from now, even after the hub was blocked (SPEC 4)
+        watcher.timer = timer = loop.timer(timeout)
+        # count from now, even after the hub was blocked (docs/howto/threads.md)
+        loop.update_now()
         timer.start(
-            watcher._complete_exc,
+            watcher.complete_exc,
             AskTimeoutError(f"{ref.path} did not stop within {timeout} s"),
         )
         ref._send_system(sm.Watch(ref, watcher))
@@ -75,5 +76,5 @@ def graceful_stop(
     if get_ident() == system._tid:
         start()
     else:
-        system._run_in_hub_async(start)
+        system.run_in_hub_async(start)
     return fut

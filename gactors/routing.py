@@ -1,4 +1,4 @@
-"""Pool routers (SPEC section 10): one actor in front of ``n`` routee children.
+"""Pool routers (docs/api/routing.md): one actor in front of ``n`` routee children.
 
 ``system.actor_of(RoundRobinPool(5).props(Props(Worker)), "workers")`` creates a router
 actor whose children are five ``Worker`` routees. Messages told to the router are
@@ -458,14 +458,14 @@ class _PoolRouter(Actor):
         if not targets:
             cell = self._gactors_cell
             if routees:
-                cell.system._publish_log(
+                cell.system.publish_log(
                     logging.WARNING,
                     str(cell.path),
                     f"no routee for message of type {cls.__name__} (no hash key?): "
                     "sent to dead letters",
                     category="routing",
                 )
-            cell.system._dead_letter(message, cell.sender, self.ref)
+            cell.system.publish_dead_letter(message, cell.sender, self.ref)
             return
         out = logic.unwrap(message)
         for r in targets:

@@ -332,7 +332,7 @@ def test_event_filter_occurrences_none_swallows_any_number(actor_system: ActorSy
 def test_event_filter_is_removed_after_an_exception(actor_system: ActorSystem) -> None:
     with pytest.raises(RuntimeError), event_filter(actor_system, ValueError):
         raise RuntimeError("inside")
-    assert actor_system._log_filters == []
+    assert actor_system.log_filters == []
 
 
 def test_event_filter_dead_letters(actor_system: ActorSystem) -> None:

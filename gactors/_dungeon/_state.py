@@ -6,7 +6,6 @@ module subclasses :class:`CellState` so that mypy knows what the others provide.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Final
 
@@ -20,16 +19,21 @@ if TYPE_CHECKING:
     from gactors._path import ActorPath
     from gactors._props import Props
     from gactors._ref import ActorRef, LocalActorRef
+    from gactors._stash import StashStore
     from gactors._supervision import ChildRestartStats, SupervisorStrategy
-    from gactors._sysmsg import SystemMessage
+    from gactors._sysmsg import Failed, SystemMessage
     from gactors._system import ActorSystem
+    from gactors._timers import TimerScheduler
 
 
-EMPTY: Final[Mapping[Any, Any]] = MappingProxyType({})
+EMPTY: Final[Any] = MappingProxyType({})
 """The shared, immutable empty mapping every cell starts with for its children,
 watch and to-die tables: most actors never use them, and an empty dict per table per
 actor is what an idle actor would otherwise cost. Code that adds to a table first
-swaps ``EMPTY`` for a fresh dict (copy-on-write)."""
+swaps ``EMPTY`` for a fresh dict (copy-on-write).
+
+Typed ``Any`` so that it can stand in for each table's own dict type; a write that
+forgot the swap fails at run time (a ``MappingProxyType`` is read-only)."""
 
 
 class CellState:
@@ -63,8 +67,8 @@ class CellState:
         sender: ActorRef | None
         current_envelope: tuple[Any, ActorRef | None] | None
         restarts: int
-        timers_obj: Any
-        stash_obj: Any
+        timers_obj: TimerScheduler | None
+        stash_obj: StashStore | None
         logger_obj: ActorLogger | None
         # fault handling
         suspend_count: int
@@ -90,6 +94,20 @@ class CellState:
         @property
         def path(self) -> ActorPath: ...
         def send_system(self, message: SystemMessage) -> None: ...
+        def system_dead_letter(self, message: SystemMessage) -> None: ...
+        def new_child_cell(self, props: Props, name: str) -> ActorCell: ...
+        # the handlers of system messages (gactors._dungeon.dispatch)
+        def create(self) -> None: ...
+        def fault_recreate(self, cause: BaseException, survivor: bool = False) -> None: ...
+        def fault_suspend(self) -> None: ...
+        def fault_resume(self, caused_by_failure: BaseException | None) -> None: ...
+        def terminate(self) -> None: ...
+        def add_watcher(self, watchee: ActorRef, watcher: ActorRef) -> None: ...
+        def rem_watcher(self, watchee: ActorRef, watcher: ActorRef) -> None: ...
+        def handle_failure(self, f: Failed) -> None: ...
+        def watched_actor_terminated(
+            self, actor: ActorRef, existence_confirmed: bool, address_terminated: bool
+        ) -> None: ...
         def ensure_mailbox(self) -> deque[tuple[Any, ActorRef | None]]: ...
         @property
         def context(self) -> ActorContext: ...

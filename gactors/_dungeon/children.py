@@ -67,9 +67,6 @@ def _restart_stats(child: ActorCell) -> ChildRestartStats:
     return stats
 
 
-CELL_CLASS: Any = None
-"""``gactors._cell.ActorCell``, set by that module (it imports this one)."""
-
 _ALPHABET = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+~"
 
 
@@ -153,7 +150,7 @@ class Children(CellState):
             )
         if props.dispatcher != "default":
             raise ValueError(f"unknown dispatcher {props.dispatcher!r} (known: 'default')")
-        child = CELL_CLASS(self.system, props, name, self.ref, self)
+        child = self.new_child_cell(props, name)
         table = self.child_cells
         if table is EMPTY:
             table = self.child_cells = {}

@@ -85,6 +85,16 @@ class DeathWatch(CellState):
             self.terminated_queued = {}
         self.terminated_queued.setdefault(actor, None)
 
+    def system_dead_letter(self, message: sm.SystemMessage) -> None:
+        """A system message for this cell after it terminated (the rest are dropped)."""
+        if (
+            type(message) is sm.Watch
+            and message.watchee == self.ref
+            and message.watcher != self.ref
+        ):
+            # Watching an actor that is already dead: Terminated at once, unconfirmed.
+            message.watcher._send_system(sm.DeathWatchNotification(self.ref, False, False))
+
     # -- the auto-received Terminated --------------------------------------------------------------
     def received_terminated(self, t: Terminated) -> None:
         queued = self.terminated_queued
@@ -98,7 +108,7 @@ class DeathWatch(CellState):
         watchers = self.watched_by
         if watchers:
             parent = self.parent
-            self.watched_by = EMPTY  # type: ignore[assignment]
+            self.watched_by = EMPTY
             for w in watchers:
                 # The parent learns of it from the notification every child sends it.
                 if w != parent:
@@ -110,5 +120,5 @@ class DeathWatch(CellState):
             me = self.ref
             for ref in list(watching):
                 ref._send_system(sm.Unwatch(ref, me))
-            self.watching = EMPTY  # type: ignore[assignment]
-        self.terminated_queued = EMPTY  # type: ignore[assignment]
+            self.watching = EMPTY
+        self.terminated_queued = EMPTY

@@ -1,4 +1,6 @@
-"""Fault handling: suspension, failure reports, restart and stop (SPEC section 6).
+"""Fault handling: suspension, failure reports, restart and stop.
+
+Documented for users in docs/concepts/supervision.md and docs/concepts/restart.md.
 
 This is the one place where restarts happen (``fault_recreate`` then
 ``finish_recreate``) and where actors stop (``terminate`` then ``finish_terminate``).
@@ -17,7 +19,7 @@ from greenlet import GreenletExit
 from gactors import _sysmsg as sm
 from gactors._dungeon._state import CellState
 from gactors._dungeon.children import CREATION, TERMINATION, ChildrenView, Recreation
-from gactors._text import safe_str
+from gactors._text import failure_text, safe_str
 from gactors.exceptions import (
     ActorInitializationException,
     PostRestartException,
@@ -83,7 +85,7 @@ class FaultHandling(CellState):
             return
         failed_actor = self.actor
         self.lifecycle_debug("restarting")
-        # SPEC 3 and 6.3(f): only a restart decided on this actor's own failure passes
+        # docs/concepts/restart.md: only a restart decided on this actor's own failure passes
         # the failing message; sibling, child and escalation restarts pass None.
         message = None if survivor else self.failed_message
         try:
@@ -91,12 +93,9 @@ class FaultHandling(CellState):
         except FATAL:
             raise
         except BaseException as e:
-            self.system._publish_log(
-                logging.ERROR,
-                str(self.path),
-                f"pre_restart failed, the restart goes on: {type(e).__name__}: {safe_str(e)}",
+            self.log_failure(
+                f"pre_restart failed, the restart goes on: {failure_text(e)}",
                 PreRestartException(self.ref, e, cause, message),
-                category="supervision",
             )
         finally:
             self.failed_message = None
@@ -127,7 +126,8 @@ class FaultHandling(CellState):
             stats = self.stats_for(child)
             if stats is not None:
                 # A failure this child reported before now (waiting in our stash) is
-                # settled by this restart: it must not be decided on again (SPEC 6.2).
+                # settled by this restart: it must not be decided on again
+                # (docs/concepts/supervision.md).
                 stats.settled_seq = stats.cell.failure_seq
             child._send_system(sm.Recreate(cause, survivor=True))
 
@@ -159,7 +159,7 @@ class FaultHandling(CellState):
             self.actor = None
             self.instance_discarded()
             raise ActorInitializationException(
-                self.ref, f"exception during creation: {type(e).__name__}: {safe_str(e)}", e
+                self.ref, f"exception during creation: {failure_text(e)}", e
             ) from e
         self.check_receive_timeout()
         self.lifecycle_debug("started")
@@ -187,13 +187,7 @@ class FaultHandling(CellState):
         except FATAL:
             raise
         except BaseException as e:
-            self.system._publish_log(
-                logging.ERROR,
-                str(self.path),
-                f"post_stop failed: {type(e).__name__}: {safe_str(e)}",
-                e,
-                category="supervision",
-            )
+            self.log_failure(f"post_stop failed: {failure_text(e)}", e)
         finally:
             self.dead = True
             self.open = False
@@ -209,6 +203,13 @@ class FaultHandling(CellState):
             self.drain_to_dead_letters()
 
     # -- failures --------------------------------------------------------------------------
+    def log_failure(
+        self, text: str, cause: BaseException | None, level: int = logging.ERROR
+    ) -> None:
+        """A record of the supervision log category (and on the event stream) from this
+        actor: what went wrong in the lifecycle or in failure handling itself."""
+        self.system.publish_log(level, str(self.path), text, cause, category="supervision")
+
     def handle_invoke_failure(
         self, exc: BaseException, skip: tuple[ActorRef, ...] = (), tb: Any = _OWN_TB
     ) -> None:
@@ -235,13 +236,10 @@ class FaultHandling(CellState):
             self.failure_seq += 1
             self.parent._send_system(sm.Failed(self.ref, exc, self.uid, self.failure_seq, tb))
         except Exception as e:
-            self.system._publish_log(
-                logging.ERROR,
-                str(self.path),
-                f"emergency stop: exception in failure handling for {type(exc).__name__}: "
-                f"{safe_str(e)}",
+            self.log_failure(
+                "emergency stop: exception in failure handling for "
+                f"{type(exc).__name__}: {safe_str(e)}",
                 e,
-                category="supervision",
             )
             try:
                 self.stop_all_children()
@@ -253,12 +251,11 @@ class FaultHandling(CellState):
         child = f.child
         stats = self.stats_for(child)
         if stats is None or child in self.to_die:
-            self.system._publish_log(
-                logging.DEBUG,
-                str(self.path),
+            self.log_failure(
                 f"dropping Failed({type(f.cause).__name__}) from unknown or stopping child "
                 f"{child.path} (uid {f.uid})",
-                category="supervision",
+                None,
+                logging.DEBUG,
             )
             return
         child_cell = stats.cell
@@ -279,14 +276,14 @@ class FaultHandling(CellState):
         system = self.system
         # The strategy logs the failure: with the child's traceback, as it was when the
         # child failed (see Failed.tb).
-        outer = system._failure_tb
-        system._failure_tb = (f.cause, f.tb)
+        outer = system.failure_tb
+        system.failure_tb = (f.cause, f.tb)
         try:
             handled = strategy.handle_failure(
                 self.context, child, f.cause, stats, self.live_child_stats()
             )
         finally:
-            system._failure_tb = outer
+            system.failure_tb = outer
         if not handled:
             # Escalate: fail with the very same exception object (and the child's side
             # of its traceback).
@@ -303,12 +300,7 @@ class FaultHandling(CellState):
                 if self.failed is not None:
                     # Already failed or stopping: no supervisor will decide on this one,
                     # so it must at least be logged rather than vanish.
-                    self.system._publish_log(
-                        logging.ERROR,
-                        str(self.path),
-                        f"handle_child_terminated failed: {type(e).__name__}: {safe_str(e)}",
-                        e,
-                    )
+                    self.log_failure(f"handle_child_terminated failed: {failure_text(e)}", e)
                 else:
                     self.handle_invoke_failure(e)
         if status is TERMINATION:

@@ -7,10 +7,10 @@ from typing import TYPE_CHECKING
 
 from gactors._dungeon._state import CellState
 from gactors._duration import seconds
-from gactors._messages import ReceiveTimeout as _RECEIVE_TIMEOUT
+from gactors._messages import ReceiveTimeout
 
 
-class ReceiveTimeout(CellState):
+class ReceiveTimeoutTimer(CellState):
     """Mixin of ActorCell. The timer is a hub timer; it is re-armed after a batch that
     processed at least one message that influences the timeout."""
 
@@ -51,4 +51,4 @@ class ReceiveTimeout(CellState):
         if timer is not None:
             timer.close()
         if not self.dead and self.rt_seconds is not None:
-            self.ref.tell(_RECEIVE_TIMEOUT, None)
+            self.ref.tell(ReceiveTimeout, None)

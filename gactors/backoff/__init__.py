@@ -1,4 +1,4 @@
-"""Backoff supervision (SPEC section 8): restart a child after growing delays.
+"""Backoff supervision (docs/backoff.md): restart a child after growing delays.
 
 A :class:`BackoffSupervisor` sits between a parent and one child. When the child stops
 (:meth:`BackoffOpts.on_stop`) or fails (:meth:`BackoffOpts.on_failure`), a new child is

@@ -34,7 +34,7 @@ NO_REPLY: Any = _NoReply()
 
 @dataclasses.dataclass(frozen=True)
 class BackoffOpts:
-    """Options of a :class:`~gactors.backoff.BackoffSupervisor` (SPEC section 8).
+    """Options of a :class:`~gactors.backoff.BackoffSupervisor` (docs/backoff.md).
 
     Build them with :meth:`on_stop` or :meth:`on_failure`, refine them with the
     ``with_*`` builders (each returns new options; options are immutable and may be

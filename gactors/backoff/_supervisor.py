@@ -275,7 +275,7 @@ class BackoffSupervisor(Actor):
             self.sender.tell(reply, self.ref)
         else:
             cell = self._gactors_cell
-            self.context.system._dead_letter(message, cell.sender_or_none, self.ref)
+            self.context.system.publish_dead_letter(message, cell.sender_or_none, self.ref)
         if final is not None and final(message):
             self.context.stop(self.ref)
 

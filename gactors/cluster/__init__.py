@@ -1,4 +1,4 @@
-"""gactors.cluster: actor systems in several processes, on Redis (SPEC section 17).
+"""gactors.cluster: actor systems in several processes, on Redis (docs/cluster/concepts.md).
 
 A system becomes a node with a ``cluster`` settings table::
 

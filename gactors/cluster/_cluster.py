@@ -1,8 +1,9 @@
-"""``Cluster(system)``: the public face of a system's cluster node (SPEC section 17)."""
+"""``Cluster(system)``: the public face of a system's cluster node (docs/cluster/concepts.md)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, ParamSpec, TypeVar
 
 import gevent
 from greenlet import getcurrent
@@ -16,6 +17,9 @@ from gactors.exceptions import ClusterError
 if TYPE_CHECKING:
     from gactors._system import ActorSystem
     from gactors.cluster._node import ClusterNode
+
+T = TypeVar("T")
+P = ParamSpec("P")
 
 __all__ = ["Cluster"]
 
@@ -33,7 +37,7 @@ class Cluster:
     _system: ActorSystem
 
     def __new__(cls, system: ActorSystem) -> Cluster:
-        node = getattr(system, "_cluster_node", None)
+        node = getattr(system, "cluster_node", None)
         if node is None:
             raise ClusterError(
                 f"actor system {getattr(system, 'name', system)!r} is not a cluster node "
@@ -47,11 +51,11 @@ class Cluster:
             node.cluster_facade = facade
         return facade  # type: ignore[no-any-return]
 
-    def _in_hub(self, fn: Any, *args: Any) -> Any:
+    def _in_hub(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         system = self._system
         if system._tid == _ident():
-            return fn(*args)
-        return system._run_in_hub(fn, *args)
+            return fn(*args, **kwargs)
+        return system.run_in_hub(fn, *args, **kwargs)
 
     @property
     def self_address(self) -> Address:
@@ -62,7 +66,7 @@ class Cluster:
     def self_member(self) -> Member:
         """This node as a :class:`Member`."""
         node = self._node
-        m = node._members.get(node.node_id)
+        m = node.member(node.node_id)
         if m is None:
             return Member(node.address, node.settings.roles, "removed")
         return m
@@ -71,12 +75,12 @@ class Cluster:
     def members(self) -> tuple[Member, ...]:
         """Every member (oldest first), with status ``"up"``, ``"leaving"`` or
         ``"unreachable"``."""
-        return self._in_hub(self._node.members)  # type: ignore[no-any-return]
+        return self._in_hub(self._node.members)
 
     @property
     def state(self) -> CurrentClusterState:
         """The members and the unreachable ones, as subscribers get them first."""
-        return self._in_hub(self._node.state)  # type: ignore[no-any-return]
+        return self._in_hub(self._node.state)
 
     def subscribe(self, subscriber: ActorRef, *event_classes: type) -> None:
         """Send ``subscriber`` a :class:`CurrentClusterState`, then every membership
@@ -129,7 +133,7 @@ class Cluster:
         if system._tid == _ident():
             gevent.spawn(run)
             return fut  # type: ignore[return-value]  # cannot block the hub: a Future
-        system._run_in_hub_async(gevent.spawn, run)
+        system.run_in_hub_async(gevent.spawn, run)
         return fut.get(10.0)
 
     def __repr__(self) -> str:

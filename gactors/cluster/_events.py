@@ -1,4 +1,4 @@
-"""Members and membership events of the cluster (SPEC section 17)."""
+"""Members and membership events of the cluster (docs/cluster/concepts.md, "Membership")."""
 
 from __future__ import annotations
 

@@ -160,5 +160,5 @@ class Inspector(Actor):
 
 def start_inspector(system: ActorSystem) -> ActorRef:
     """Start ``/system/inspector`` on ``system`` (a cluster node; in its hub thread)."""
-    ref: ActorRef = system._system_cell.attach_child(Props(Inspector), "inspector")
+    ref: ActorRef = system.system_cell.attach_child(Props(Inspector), "inspector")
     return ref

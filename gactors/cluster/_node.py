@@ -1,4 +1,4 @@
-"""``ClusterNode``: one actor system as a node of a cluster on Redis (SPEC section 17).
+"""``ClusterNode``: one actor system as a node of a cluster on Redis (docs/cluster/concepts.md).
 
 Created by :class:`~gactors.ActorSystem` when its settings have a ``cluster`` table,
 never imported otherwise. It owns:
@@ -244,7 +244,7 @@ class ClusterNode:
         self._hb_running = True
         self._hb_done.acquire()
         start_new_thread(self._heartbeat_thread, (self.backend.membership(),))
-        self.system._termination_hooks.append(self._on_system_terminated)
+        self.system.termination_hooks.append(self._on_system_terminated)
         # /system/inspector: what the dashboards of the other nodes ask for this node's
         # tree and placement (read-only; idle until asked).
         from gactors.cluster._inspect import start_inspector
@@ -372,11 +372,11 @@ class ClusterNode:
     # == outbound ===============================================================================
     def send_user(self, ref: RemoteActorRef, message: Any, sender: ActorRef | None) -> None:
         """Encode ``message`` (SerializationError to the caller) and queue it."""
-        rec = self.codec.user_record(ref._rpath, ref._uid, message, sender)
+        rec = self.codec.user_record(ref.rpath, ref._uid, message, sender)
         if get_ident() != self._tid:
-            self.system._run_in_hub_async(self._enqueue, ref._dest, rec, message, sender, ref)
+            self.system.run_in_hub_async(self._enqueue, ref.dest, rec, message, sender, ref)
         else:
-            self._enqueue(ref._dest, rec, message, sender, ref)
+            self._enqueue(ref.dest, rec, message, sender, ref)
 
     def send_failure(self, ref: RemoteActorRef, exc: BaseException) -> None:
         """Reply ``Status.Failure(exc)`` to a remote promise (the asked actor failed)."""
@@ -388,33 +388,33 @@ class ClusterNode:
     def send_system(self, ref: RemoteActorRef, message: sm.SystemMessage) -> None:
         """A system message for a remote actor (watch, unwatch, death-watch notification)."""
         if get_ident() != self._tid:
-            self.system._run_in_hub_async(self.send_system, ref, message)
+            self.system.run_in_hub_async(self.send_system, ref, message)
             return
-        t = type(message)
-        dest = ref._dest
-        if t is sm.Watch:
-            watcher = message.watcher  # type: ignore[attr-defined]
+        dest = ref.dest
+        # type(message) each time, not a local: mypy narrows the message by it
+        if type(message) is sm.Watch:
+            watcher = message.watcher
             if dest in self._removed:
                 # A node that is gone: its actors are terminated.
                 watcher._send_system(sm.DeathWatchNotification(ref, False, True))
                 return
             self._watching.setdefault(dest, {}).setdefault(ref, set()).add(watcher)
-        elif t is sm.Unwatch:
+        elif type(message) is sm.Unwatch:
             watchers = self._watching.get(dest, {}).get(ref)
             if watchers is not None:
-                watchers.discard(message.watcher)  # type: ignore[attr-defined]
+                watchers.discard(message.watcher)
                 if not watchers:
                     del self._watching[dest][ref]
-        elif t is sm.DeathWatchNotification:
+        elif type(message) is sm.DeathWatchNotification:
             # A local actor died; ``ref`` watched it from another node.
             s = self._watched_by.get(dest)
             if s is not None:
-                s.discard((message.actor, ref))  # type: ignore[attr-defined]
+                s.discard((message.actor, ref))
         else:
             _log.debug("system message %r to remote %s not sent", message, ref)
             return
         try:
-            rec = self.codec.system_record(ref._rpath, ref._uid, message)
+            rec = self.codec.system_record(ref.rpath, ref._uid, message)
         except SerializationError as e:
             _log.warning("cannot send %r to %s: %s", message, ref, e)
             return
@@ -477,12 +477,12 @@ class ClusterNode:
         if isinstance(message, sm.SystemMessage):
             if type(message) is sm.Watch:
                 watcher = message.watcher
-                watchers = self._watching.get(ref._dest, {}).get(ref)  # type: ignore[attr-defined]
+                watchers = self._watching.get(ref.dest, {}).get(ref)  # type: ignore[attr-defined]
                 if watchers is not None:
                     watchers.discard(watcher)
                 watcher._send_system(sm.DeathWatchNotification(ref, False, True))
             return
-        self.system._dead_letter(message, sender, ref)
+        self.system.publish_dead_letter(message, sender, ref)
 
     def _dead_letter_all(self, metas: list[tuple[Any, Any, ActorRef]]) -> None:
         for message, sender, ref in metas:
@@ -651,7 +651,7 @@ class ClusterNode:
             message = UndecodableMessage(describe_payload(r.payload))
         if isinstance(message, sm.SystemMessage):
             return
-        self.system._dead_letter(message, None, self._resolve_local(*r.recipient))
+        self.system.publish_dead_letter(message, None, self._resolve_local(*r.recipient))
         _log.debug("dropped a message from removed node %s (quarantined)", snd[0])
 
     def _undecodable(self, error: str, summary: str, path: str | None) -> None:
@@ -667,20 +667,19 @@ class ClusterNode:
                 recipient = self._resolve_local(path, 0)
             except WireError:
                 pass
-        self.system._dead_letter(UndecodableMessage(summary), None, recipient)
+        self.system.publish_dead_letter(UndecodableMessage(summary), None, recipient)
 
     def _system_record(self, r: Record) -> None:
         message = self.codec.decode_system(r.payload)
-        t = type(message)
-        if t is sm.Watch:
-            watchee, watcher = message.watchee, message.watcher  # type: ignore[attr-defined]
+        if type(message) is sm.Watch:
+            watchee, watcher = message.watchee, message.watcher
             if type(watcher) is RemoteActorRef:
-                self._watched_by.setdefault(watcher._dest, set()).add((watchee, watcher))
+                self._watched_by.setdefault(watcher.dest, set()).add((watchee, watcher))
             watchee._send_system(message)
-        elif t is sm.Unwatch:
-            watchee, watcher = message.watchee, message.watcher  # type: ignore[attr-defined]
+        elif type(message) is sm.Unwatch:
+            watchee, watcher = message.watchee, message.watcher
             if type(watcher) is RemoteActorRef:
-                s = self._watched_by.get(watcher._dest)
+                s = self._watched_by.get(watcher.dest)
                 if s is not None:
                     s.discard((watchee, watcher))
             watchee._send_system(message)
@@ -688,11 +687,11 @@ class ClusterNode:
             actor = message.actor  # type: ignore[attr-defined]
             watcher = self._resolve_local(*r.recipient)
             if type(actor) is RemoteActorRef:
-                watchers = self._watching.get(actor._dest, {}).get(actor)
+                watchers = self._watching.get(actor.dest, {}).get(actor)
                 if watchers is not None:
                     watchers.discard(watcher)
                     if not watchers:
-                        del self._watching[actor._dest][actor]
+                        del self._watching[actor.dest][actor]
             watcher._send_system(message)
 
     # == refs (the RefCodec of the wire format) =================================================
@@ -703,7 +702,7 @@ class ClusterNode:
             return self._last_wire
         t = type(ref)
         if t is RemoteActorRef:
-            return (ref._addr, ref._rpath, ref._uid)  # type: ignore[attr-defined]
+            return (ref.addr, ref.rpath, ref._uid)  # type: ignore[attr-defined]
         if t is PromiseRef:
             # Exported so that a reply to /temp/$uid finds it; weakly, so a forgotten
             # ask costs nothing (a late reply is a dead letter).
@@ -765,7 +764,7 @@ class ClusterNode:
         elif elements == ("deadLetters",):
             return system.dead_letters
         else:
-            ref = system._resolve_local(elements, uid)
+            ref = system.resolve_local(elements, uid)
             if ref is not None:
                 return ref
         return EmptyLocalActorRef(system, ActorPath(system.name, elements, None, self.node_id), uid)
@@ -776,10 +775,10 @@ class ClusterNode:
 
     def _heartbeat_thread(self, store: Any) -> None:
         # A real OS thread: no gevent primitive of the hub's thread is used here, and
-        # everything for the hub goes through system._run_in_hub_async.
+        # everything for the hub goes through system.run_in_hub_async.
         interval = self.settings.heartbeat_interval
         limit = self.settings.unreachable_after
-        run = self.system._run_in_hub_async
+        run = self.system.run_in_hub_async
         skipping = failing = False
         try:
             while not self._hb_stop.acquire(True, interval):
@@ -904,6 +903,10 @@ class ClusterNode:
     # == the Cluster API (hub thread) ===========================================================
     def members(self) -> tuple[Member, ...]:
         return tuple(self._members.values())
+
+    def member(self, node_id: str) -> Member | None:
+        """The member ``node_id`` as last seen (any thread: one dict read)."""
+        return self._members.get(node_id)
 
     def state(self) -> CurrentClusterState:
         members = self.members()

@@ -439,7 +439,7 @@ class _Connections:
         ident = get_ident()
         client = self._clients.get(ident)
         if client is None:
-            client = self._backend._new_client(self._socket_timeout, self._max_connections)
+            client = self._backend.new_client(self._socket_timeout, self._max_connections)
             self._clients[ident] = client
         return client
 
@@ -447,11 +447,11 @@ class _Connections:
         """``fn(client)``, with every redis error (and socket error) mapped."""
         try:
             client = self.client()
-            if self._backend._sentinel is not None:
+            if self._backend.sentinel_target is not None:
                 self._check_master(client)
             return fn(client)
         except (RedisError, OSError) as exc:
-            raise self._backend._unavailable(what, exc) from None
+            raise self._backend.unavailable(what, exc) from None
 
     def call_held(self, what: str, fn: Callable[[Any], _T]) -> _T:
         """``fn(connection)`` on a connection this object keeps checked out of its pool.
@@ -470,7 +470,7 @@ class _Connections:
                 conn = self._held[ident] = self.client().connection_pool.get_connection(
                     *_GET_CONNECTION_ARGS
                 )
-            if self._backend._sentinel is not None:
+            if self._backend.sentinel_target is not None:
                 self._check_master_held(conn)
             if ident in self._dropped:
                 # Connect explicitly: a command on a dropped connection reconnects
@@ -483,7 +483,7 @@ class _Connections:
             if conn is not None:
                 # A reply may be half read: the next command starts on a new socket.
                 self._drop(ident, conn)
-            raise self._backend._unavailable(what, exc) from None
+            raise self._backend.unavailable(what, exc) from None
         except BaseException:
             # Interrupted (a Timeout, GreenletExit) between a command and its reply:
             # the connection is out of step with the server, so it starts anew.
@@ -693,7 +693,7 @@ class _RedisMembershipStore:
 
     def __init__(self, backend: RedisBackend) -> None:
         self._backend = backend
-        self._keys = backend._membership_keys()
+        self._keys = backend.membership_keys()
         self._conn = _Connections(backend, socket_timeout=backend.socket_timeout, max_connections=1)
 
     def __repr__(self) -> str:
@@ -994,10 +994,11 @@ class RedisBackend:
         self._children: weakref.WeakSet[Any] = weakref.WeakSet()
         self._own = _Connections(self, socket_timeout=self.socket_timeout, max_connections=1)
         # Parse once now, so that a malformed URL fails here, not in the first call.
-        self._sentinel: _SentinelTarget | None = None
+        # (None: a plain URL; read by the connection helpers to check the master.)
+        self.sentinel_target: _SentinelTarget | None = None
         try:
             if url.startswith(SENTINEL_SCHEME + "://"):
-                self._sentinel = _parse_sentinel_url(url)
+                self.sentinel_target = _parse_sentinel_url(url)
             else:
                 redis.connection.parse_url(url)  # type: ignore[no-untyped-call]  # unannotated
         except (ValueError, RedisError) as exc:
@@ -1015,7 +1016,9 @@ class RedisBackend:
         """The stream key of ``node``'s inbox."""
         return self._inbox_prefix + node
 
-    def _membership_keys(self) -> tuple[str, ...]:
+    def membership_keys(self) -> tuple[str, ...]:
+        """The keys of the membership tables (members, info, version, epoch,
+        tombstones, reasons), in the order the membership scripts take them."""
         tag = self._tag
         return tuple(
             f"{tag}:{name}"
@@ -1032,13 +1035,15 @@ class RedisBackend:
             text = text.replace(secret, "***")
         return text
 
-    def _unavailable(self, what: str, exc: BaseException) -> BackendUnavailable:
+    def unavailable(self, what: str, exc: BaseException) -> BackendUnavailable:
+        """The error for a failed call (secrets scrubbed from the text)."""
         detail = self._scrub(f"{what}: {type(exc).__name__}: {exc}")
         return BackendUnavailable(self.safe_url, detail)
 
-    def _new_client(self, socket_timeout: float, max_connections: int) -> redis.Redis:
-        if self._sentinel is not None:
-            return self._new_sentinel_client(self._sentinel, socket_timeout, max_connections)
+    def new_client(self, socket_timeout: float, max_connections: int) -> redis.Redis:
+        """A new client with a pool of its own (plain URL or through the Sentinels)."""
+        if self.sentinel_target is not None:
+            return self._new_sentinel_client(self.sentinel_target, socket_timeout, max_connections)
         pool = redis.BlockingConnectionPool.from_url(
             self._url,
             max_connections=max_connections,

@@ -1,4 +1,4 @@
-"""Refs to actors of other nodes (SPEC section 17, "Remote refs").
+"""Refs to actors of other nodes (docs/cluster/concepts.md, "Addresses and paths").
 
 A :class:`RemoteActorRef` is a path on another node plus the actor's incarnation uid.
 Telling it encodes the message at once (a :class:`~gactors.SerializationError` reaches
@@ -29,17 +29,17 @@ class RemoteActorRef(ActorRef):
     exported promise of this node).
     """
 
-    __slots__ = ("_addr", "_dest", "_node", "_rpath")
+    __slots__ = ("_node", "addr", "dest", "rpath")
 
     def __init__(self, node: ClusterNode, path: ActorPath, uid: int, rpath: str) -> None:
         ActorRef.__init__(self, node.system, path, uid)
         self._node = node
         #: The destination node id.
-        self._dest: str = path.node  # type: ignore[assignment]
+        self.dest: str = path.node  # type: ignore[assignment]
         #: The path without the address ("/user/a"), as records carry it.
-        self._rpath = rpath
+        self.rpath = rpath
         #: The address text of the destination node, as records carry it.
-        self._addr = f"gactors://{path.system_name}@{path.node}"
+        self.addr = f"gactors://{path.system_name}@{path.node}"
 
     def tell(self, message: Any, sender: ActorRef | _Implicit | None = IMPLICIT) -> None:
         if message is None:
@@ -52,20 +52,20 @@ class RemoteActorRef(ActorRef):
     def _ask_from_thread(self, promise: PromiseRef, message: Any, timeout: float) -> None:
         # From a foreign thread the tell runs in the hub: an error encoding the
         # message must still reach the asker, through its future.
-        promise._start(timeout)
+        promise.start(timeout)
         try:
             self.tell(message, promise)
         except Exception as e:
-            promise._complete_exc(e)
+            promise.complete_exc(e)
 
     def _send_system(self, message: SystemMessage) -> None:
         self._node.send_system(self, message)
 
-    def _fail_from_target(self, exc: BaseException) -> None:
+    def fail_from_target(self, exc: BaseException) -> None:
         """A local actor failed processing a message asked by another node: the remote
         promise gets ``Status.Failure`` (an unregistered exception type arrives as
         :class:`~gactors.RemoteError`)."""
-        if self._rpath.startswith("/temp/"):
+        if self.rpath.startswith("/temp/"):
             self._node.send_failure(self, exc)
 
     def __repr__(self) -> str:

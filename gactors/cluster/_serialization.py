@@ -1,4 +1,4 @@
-"""The cluster's wire format, in one place (SPEC section 17, "Serialization").
+"""The cluster's wire format, in one place (docs/cluster/concepts.md, "Serialization").
 
 **Batches and records.** One entry in a node's inbox stream is one *batch*: a msgpack
 array of *records*, each ``[kind, recipient, sender, serializer_id, payload]``:
@@ -366,7 +366,7 @@ _X_CLASS: Final = 8  # [tag, *fields]: registered classes
 _X_LIST: Final = 9  # a list at the top of a message (see MsgpackSerializer.encode)
 _X_STDLIB: Final = 10  # [number, value]: common standard-library value types (_STDLIB)
 
-# Value types of the standard library that messages often carry (not in SPEC's list;
+# Value types of the standard library that messages often carry (not in the documented list;
 # carried as themselves so nobody has to wrap them): number -> (type, to wire, from wire).
 # A datetime keeps its UTC offset; a ZoneInfo zone arrives as a fixed-offset timezone
 # (equal instant, same type). The numbers are part of the wire format.
@@ -1083,15 +1083,16 @@ class WireCodec:
         """A Watch, Unwatch or DeathWatchNotification for a system record's payload."""
         ref = self.refs.ref_to_wire
         t = type(message)
-        if t is Watch:
-            m: Any = _WatchW(ref(message.watchee), ref(message.watcher))  # type: ignore[attr-defined]
-        elif t is Unwatch:
-            m = _UnwatchW(ref(message.watchee), ref(message.watcher))  # type: ignore[attr-defined]
-        elif t is DeathWatchNotification:
+        # type(message), not t: mypy narrows the message by it
+        if type(message) is Watch:
+            m: Any = _WatchW(ref(message.watchee), ref(message.watcher))
+        elif type(message) is Unwatch:
+            m = _UnwatchW(ref(message.watchee), ref(message.watcher))
+        elif type(message) is DeathWatchNotification:
             m = _DeathWatchNotificationW(
-                ref(message.actor),  # type: ignore[attr-defined]
-                bool(message.existence_confirmed),  # type: ignore[attr-defined]
-                bool(message.address_terminated),  # type: ignore[attr-defined]
+                ref(message.actor),
+                bool(message.existence_confirmed),
+                bool(message.address_terminated),
             )
         else:
             raise SerializationError(

@@ -1,4 +1,4 @@
-"""The ``cluster`` settings table (SPEC section 17).
+"""The ``cluster`` settings table (docs/cluster/operations.md).
 
 Loaded lazily by :mod:`gactors._settings` only when a system's config has a ``cluster``
 table. Unknown keys and values of the wrong type raise :class:`~gactors.ConfigError`

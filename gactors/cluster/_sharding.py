@@ -353,7 +353,7 @@ class _Shard(Actor):
             keeper.close()
         system = self.context.system
         for env, snd in self._buffer:
-            system._dead_letter(env.message, snd, self.ref)
+            system.publish_dead_letter(env.message, snd, self.ref)
         self._buffer.clear()
 
     def receive(self, m: Any) -> None:
@@ -402,7 +402,7 @@ class _Shard(Actor):
             if len(self._buffer) < BUFFER_LIMIT:
                 self._buffer.append((m, sender))
             else:
-                self.context.system._dead_letter(m.message, sender, self.ref)
+                self.context.system.publish_dead_letter(m.message, sender, self.ref)
             return
         self._deliver(m.entity_id, m.message, sender)
 
@@ -533,7 +533,7 @@ class _Region(Actor):
         self._store = store
         self._ttl = lease_ttl
         system = self.context.system
-        node = system._cluster_node
+        node = system.cluster_node
         self._node_id: str = node.node_id
         self._prefix = f"gactors://{system.name}@"
         self._path = f"/system/sharding-{type_name}"
@@ -554,7 +554,7 @@ class _Region(Actor):
         self._out: dict[str, _Out] = {}
         self._flush_scheduled = False
         # The actor's mailbox (read in receive only, in the hub like every mailbox use).
-        self._mailbox = self.context._cell.ensure_mailbox()
+        self._mailbox = self.context._cell.ensure_mailbox()  # noqa: SLF001  the region's own cell (its mailbox)
         # While a batch is routed: shard -> (its ref, its messages from the batch).
         self._collect: dict[int, tuple[ActorRef, list[tuple[_Env, ActorRef | None]]]] | None = None
 
@@ -563,7 +563,7 @@ class _Region(Actor):
         Cluster(self.context.system).subscribe(self.ref)
         # A member turning "leaving" publishes no event: look at the view every
         # heartbeat (in memory, no I/O) and recompute when it changed.
-        hb = self.context.system._cluster_node.settings.heartbeat_interval
+        hb = self.context.system.cluster_node.settings.heartbeat_interval
         self.timers.start_timer_with_fixed_delay("view", _VIEW_TICK, hb)
 
     def post_stop(self) -> None:
@@ -575,11 +575,11 @@ class _Region(Actor):
             _log.exception("sharding region %r: cannot send its last batch", self._type)
             for out in self._out.values():
                 for _s, _eid, msg, snd, _hops in out.messages():
-                    system._dead_letter(msg, snd, self.ref)
+                    system.publish_dead_letter(msg, snd, self.ref)
             self._out.clear()
         for w in self._waiting.values():
             for rm, snd in (*w.returned, *w.buffer):
-                system._dead_letter(rm.message, snd, self.ref)
+                system.publish_dead_letter(rm.message, snd, self.ref)
         self._waiting.clear()
         if self._leaving is not None:
             self._leaving.set()
@@ -672,7 +672,7 @@ class _Region(Actor):
 
     def _bad(self, m: Any, why: str) -> None:
         _log.warning("sharding region %r: dead letter %r: %s", self._type, m, why)
-        self.context.system._dead_letter(m, self.context.sender, self.ref)
+        self.context.system.publish_dead_letter(m, self.context.sender, self.ref)
 
     def _route(
         self,
@@ -691,7 +691,7 @@ class _Region(Actor):
                 target = w.returned if src and src == w.remote else w.buffer
                 target.append((_RegionMsg(s, eid, msg, hops), sender))
             else:
-                self.context.system._dead_letter(msg, sender, self.ref)
+                self.context.system.publish_dead_letter(msg, sender, self.ref)
             return
         owner = self._owners[s]
         if owner is None:
@@ -730,7 +730,7 @@ class _Region(Actor):
                     self._type,
                     s,
                 )
-                self.context.system._dead_letter(msg, sender, self.ref)
+                self.context.system.publish_dead_letter(msg, sender, self.ref)
                 return
         self._last_dest[s] = owner
         # Gathered per node and sent as one batch once the mailbox got to the flush
@@ -776,14 +776,14 @@ class _Region(Actor):
                     _log.warning(
                         "sharding region %r: dead letter for entity %r: %s", self._type, eid, e
                     )
-                    self.context.system._dead_letter(msg, snd, self.ref)
+                    self.context.system.publish_dead_letter(msg, snd, self.ref)
 
     def _region_of(self, node: str) -> ActorRef:
         ref = self._regions.get(node)
         if ref is None:
             from gactors._path import ActorPath
 
-            ref = self.context.system._cluster_node.remote_ref(
+            ref = self.context.system.cluster_node.remote_ref(
                 ActorPath.parse(self._prefix + node + self._path, self.context.system.name), 0
             )
             self._regions[node] = ref
@@ -811,7 +811,7 @@ class _Region(Actor):
 
     # -- membership and rebalance ------------------------------------------------------------
     def _view_key(self) -> tuple[Any, ...]:
-        node = self.context.system._cluster_node
+        node = self.context.system.cluster_node
         return (*((m.address.node, m.status) for m in node.members()), node.leaving_nodes)
 
     def _sender_leaves(self, node: str) -> None:
@@ -827,7 +827,7 @@ class _Region(Actor):
     def _membership(self) -> None:
         members = Cluster(self.context.system).members
         self._seen = self._view_key()
-        leaving = self.context.system._cluster_node.leaving_nodes
+        leaving = self.context.system.cluster_node.leaving_nodes
         self._members = {m.address.node for m in members if m.address.node is not None}
         gone = self._gone
         if gone:
@@ -962,7 +962,7 @@ class _Region(Actor):
         except SerializationError as e:  # they came over the wire: should not happen
             _log.warning("sharding region %r: cannot give back %s: %s", self._type, node, e)
             for _s, _eid, msg, snd, _hops in out.messages():
-                self.context.system._dead_letter(msg, snd, self.ref)
+                self.context.system.publish_dead_letter(msg, snd, self.ref)
 
     def _handed_off(self, m: _HandedOff) -> None:
         s = m.shard
@@ -987,7 +987,7 @@ class _Region(Actor):
         self._leaving = done
         # The others stop sending here once their view shows this node leaving (a
         # heartbeat or two); until then this region forwards what still arrives.
-        hb = self.context.system._cluster_node.settings.heartbeat_interval
+        hb = self.context.system.cluster_node.settings.heartbeat_interval
         self._leave_not_before = monotonic() + 4 * hb + 0.2
         # Waiting for other nodes' confirmations before leaving is bounded too.
         self._leave_deadline = self._leave_not_before + 20 * hb + 1.0
@@ -1016,7 +1016,7 @@ class _Region(Actor):
 
 
 def _own_roles(actor: Actor) -> tuple[str, ...]:
-    roles: tuple[str, ...] = actor.context.system._cluster_node.settings.roles
+    roles: tuple[str, ...] = actor.context.system.cluster_node.settings.roles
     return roles
 
 
@@ -1119,7 +1119,7 @@ class ClusterSharding:
                 f"{passivate_idle_after!r}"
             )
         self._check(type_name, extract_entity_id, number_of_shards, role)
-        roles = self._system._cluster_node.settings.roles
+        roles = self._system.cluster_node.settings.roles
         if role is not None and role not in roles:
             raise ValueError(
                 f"start({type_name!r}) needs this node to have the role {role!r} (its roles: "
@@ -1145,7 +1145,7 @@ class ClusterSharding:
         """A region that only sends to the entities of ``type_name`` hosted elsewhere
         (on the nodes with ``role``, which this node must not have)."""
         self._check(type_name, extract_entity_id, number_of_shards, role)
-        roles = self._system._cluster_node.settings.roles
+        roles = self._system.cluster_node.settings.roles
         if role is None or role in roles:
             raise ValueError(
                 f"start_proxy({type_name!r}, role={role!r}): this node would be one of the "
@@ -1171,7 +1171,7 @@ class ClusterSharding:
         system = self._system
         if system._tid == get_ident():
             return self._start_in_hub(*args)
-        return system._run_in_hub(self._start_in_hub, *args)  # type: ignore[no-any-return]
+        return system.run_in_hub(self._start_in_hub, *args)
 
     def _start_in_hub(
         self,
@@ -1187,10 +1187,10 @@ class ClusterSharding:
         if known is not None:
             return known
         system = self._system
-        node = system._cluster_node
+        node = system.cluster_node
         if self._store is None:
             self._store = node.backend.leases(8)
-        region = system._system_cell.attach_child(
+        region = system.system_cell.attach_child(
             Props(
                 _Region,
                 type_name,
@@ -1255,44 +1255,44 @@ def local_shards(system: ActorSystem) -> list[dict[str, Any]]:
     if inst is None:
         return []
     out: list[dict[str, Any]] = []
-    children = system._system_cell.child_cells
+    children = system.system_cell.child_cells
     prefix = f"gactors://{system.name}@"
-    for type_name in list(inst._regions):
+    for type_name in list(inst._regions):  # noqa: SLF001  this module's inspection of its own actors
         cell = children.get(f"sharding-{type_name}")
         region = cell.actor if cell is not None else None
         if cell is None or not isinstance(region, _Region):
             continue
         allocation: dict[str, int] = {}
-        for owner in region._owners:
+        for owner in region._owners:  # noqa: SLF001  this module's inspection of its own actors
             if owner is not None:
                 key = prefix + owner
                 allocation[key] = allocation.get(key, 0) + 1
         shards: list[dict[str, Any]] = []
-        for s in sorted(region._shards):
+        for s in sorted(region._shards):  # noqa: SLF001  this module's inspection of its own actors
             shard_cell = cell.child_cells.get(str(s))
             shard = shard_cell.actor if shard_cell is not None else None
             if shard_cell is None or not isinstance(shard, _Shard):
                 continue
-            if shard._handing_off:
+            if shard._handing_off:  # noqa: SLF001  this module's inspection of its own actors
                 state = "handing off"
-            elif shard._token is None:
+            elif shard._token is None:  # noqa: SLF001  this module's inspection of its own actors
                 state = "waiting for lease"
             else:
                 state = "running"
             shards.append(
                 {
                     "shard": s,
-                    "entities": len(shard._entities),
-                    "token": shard._token,
+                    "entities": len(shard._entities),  # noqa: SLF001  this module's inspection of its own actors
+                    "token": shard._token,  # noqa: SLF001  this module's inspection of its own actors
                     "state": state,
                 }
             )
         out.append(
             {
                 "type_name": type_name,
-                "number_of_shards": region._n,
-                "role": region._role,
-                "hosting": region._entity_props is not None,
+                "number_of_shards": region._n,  # noqa: SLF001  this module's inspection of its own actors
+                "role": region._role,  # noqa: SLF001  this module's inspection of its own actors
+                "hosting": region._entity_props is not None,  # noqa: SLF001  this module's inspection of its own actors
                 "allocation": allocation,
                 "shards": shards,
             }

@@ -121,7 +121,7 @@ class _SingletonManager(Actor):
         self._role = role
         self._stop_message = stop_message
         self._lease_ttl = lease_ttl
-        node = self.context.system._cluster_node
+        node = self.context.system.cluster_node
         self._node_id: str = node.node_id
         self._keeper = LeaseKeeper(
             store, f"singleton:{name}", node.node_id, lease_ttl, self._on_lost
@@ -290,7 +290,7 @@ class _SingletonProxy(Actor):
         self._finder: Any = None
         system = self.context.system
         self._system_name = system.name
-        self._node_id: str = system._cluster_node.node_id
+        self._node_id: str = system.cluster_node.node_id
 
     def pre_start(self) -> None:
         Cluster(self.context.system).subscribe(self.ref, MemberRemoved)
@@ -304,7 +304,7 @@ class _SingletonProxy(Actor):
         system = self.context.system
         while self._buffer:
             msg, snd = self._buffer.popleft()
-            system._dead_letter(msg, snd, self.ref)
+            system.publish_dead_letter(msg, snd, self.ref)
 
     def receive(self, m: Any) -> None:
         t = type(m)
@@ -335,7 +335,7 @@ class _SingletonProxy(Actor):
             elif len(self._buffer) < self._limit:
                 self._buffer.append((m, self.context.sender))
             else:
-                self.context.system._dead_letter(m, self.context.sender, self.ref)
+                self.context.system.publish_dead_letter(m, self.context.sender, self.ref)
 
     def _find(self) -> None:
         if self._finder is not None:
@@ -429,9 +429,7 @@ class ClusterSingleton:
         system = self._system
         if system._tid == get_ident():
             return self._init(name, props, role, stop_message, buffer_size)
-        return system._run_in_hub(  # type: ignore[no-any-return]
-            self._init, name, props, role, stop_message, buffer_size
-        )
+        return system.run_in_hub(self._init, name, props, role, stop_message, buffer_size)
 
     def _init(
         self, name: str, props: Props, role: str | None, stop_message: Any, buffer_size: int
@@ -440,13 +438,13 @@ class ClusterSingleton:
         if known is not None:
             return known[1]
         system = self._system
-        node = system._cluster_node
+        node = system.cluster_node
         settings = node.settings
         if self._store is None:
             self._store = node.backend.leases(8)
         store = self._store
         ttl = settings.lease_ttl
-        syscell = system._system_cell
+        syscell = system.system_cell
         if role is None or role in settings.roles:
             manager = syscell.attach_child(
                 Props(_SingletonManager, name, props, role, stop_message, store, ttl),
@@ -482,14 +480,14 @@ def local_singletons(system: ActorSystem) -> list[dict[str, Any]]:
     if inst is None:
         return []
     out: list[dict[str, Any]] = []
-    children = system._system_cell.child_cells
-    for name, (args, _proxy) in list(inst._proxies.items()):
+    children = system.system_cell.child_cells
+    for name, (args, _proxy) in list(inst._proxies.items()):  # noqa: SLF001  this module's inspection of its own actors
         cell = children.get(f"singletonManager-{name}")
         manager = cell.actor if cell is not None else None
         running = token = None
         if isinstance(manager, _SingletonManager):
-            running = manager._instance is not None
-            token = manager._keeper.token
+            running = manager._instance is not None  # noqa: SLF001  this module's inspection of its own actors
+            token = manager._keeper.token  # noqa: SLF001  this module's inspection of its own actors
         out.append(
             {
                 "name": name,

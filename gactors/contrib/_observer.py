@@ -29,7 +29,7 @@ import time
 import weakref
 from collections import deque
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from gactors._dispatch import Dispatcher
 from gactors._eventstream import LogEvent
@@ -40,6 +40,9 @@ from gactors._threads import get_ident
 if TYPE_CHECKING:
     from gactors._cell import ActorCell
     from gactors._system import ActorSystem
+
+T = TypeVar("T")
+P = ParamSpec("P")
 
 __all__ = ["MAX_WALK", "TOTALS_TTL", "WALK_SHARE", "SystemObserver", "local_path", "observer_for"]
 
@@ -65,7 +68,7 @@ _BLOCKS_KEPT = 50
 _HISTORY_SECONDS = 60
 _STACK_CHARS = 4000
 
-_WORKER_LOOP_CODE = Dispatcher._run.__code__
+_WORKER_LOOP_CODE = Dispatcher._run.__code__  # noqa: SLF001  identifies the worker loop's frames
 
 _observers: weakref.WeakKeyDictionary[ActorSystem, SystemObserver] = weakref.WeakKeyDictionary()
 _observers_lock = threading.Lock()
@@ -198,23 +201,23 @@ class SystemObserver:
             fn("failure", event)
 
     # -- views (any thread) -----------------------------------------------------------------
-    def in_hub(self, fn: Callable[..., Any], *args: Any) -> Any:
+    def in_hub(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         """Run ``fn(*args)`` in the system's hub thread (at once if already there)."""
         system = self.system
         if get_ident() == system._tid:
-            return fn(*args)
-        return system._run_in_hub(fn, *args)
+            return fn(*args, **kwargs)
+        return system.run_in_hub(fn, *args, **kwargs)
 
     def processed(self) -> int:
         """User messages processed so far by the system's dispatcher."""
-        return self.in_hub(self._processed)  # type: ignore[no-any-return]
+        return self.in_hub(self._processed)
 
     def _processed(self) -> int:
         # The worker loop counts in a local per batch and adds it to the dispatcher's
         # total only when it parks, yields or ends (see gactors._dispatch): a worker
         # blocked inside an actor (I/O, a wait) still holds its count, read here off its
         # suspended frame. Every worker is suspended while this greenlet runs.
-        dispatcher = self.system._dispatcher
+        dispatcher = self.system.dispatcher
         n = int(dispatcher.processed)
         for w in list(dispatcher.workers):
             frame = w.gr_frame
@@ -274,7 +277,7 @@ class SystemObserver:
         deep: list[tuple[int, str]] = []
         restarted: list[tuple[int, str]] = []
         truncated = False
-        stack: list[tuple[ActorCell, str]] = [(self.system._root, "/")]
+        stack: list[tuple[ActorCell, str]] = [(self.system.root_cell, "/")]
         while stack:
             if actors >= MAX_WALK:
                 truncated = True
@@ -325,13 +328,13 @@ class SystemObserver:
         opened first in pre-order get their children first; ``more`` counts what the
         bound cut off).
         """
-        return self.in_hub(self._walk_tree, frozenset(open_paths), limit, max_rows)  # type: ignore[no-any-return]
+        return self.in_hub(self._walk_tree, frozenset(open_paths), limit, max_rows)
 
     def _walk_tree(
         self, open_paths: frozenset[str], limit: int, max_rows: int | None = None
     ) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []
-        stack: list[tuple[ActorCell, str, str | None]] = [(self.system._root, "/", None)]
+        stack: list[tuple[ActorCell, str, str | None]] = [(self.system.root_cell, "/", None)]
         # Rows still allowed besides the root: every child pushed is output once.
         budget = max(0, max_rows - 1) if max_rows is not None else None
         while stack:
@@ -354,10 +357,10 @@ class SystemObserver:
 
     def node(self, path: str, limit: int) -> dict[str, Any] | None:
         """One actor and its first ``limit`` children, or None if there is no such actor."""
-        return self.in_hub(self._one_level, path, limit)  # type: ignore[no-any-return]
+        return self.in_hub(self._one_level, path, limit)
 
     def _one_level(self, path: str, limit: int) -> dict[str, Any] | None:
-        cell = self.system._root
+        cell = self.system.root_cell
         parent: str | None = None
         current = "/"
         for name in (n for n in path.split("/") if n):

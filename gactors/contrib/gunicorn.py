@@ -105,7 +105,7 @@ def queued_messages(system: ActorSystem) -> list[tuple[str, int]]:
     if get_ident() != system._tid:
         raise IllegalStateError("queued_messages() must be called in the system's hub thread")
     found: list[tuple[str, int]] = []
-    cells: list[ActorCell] = [system._root]
+    cells: list[ActorCell] = [system.root_cell]
     while cells:
         cell = cells.pop()
         depth = len(cell.mailbox)
@@ -199,7 +199,7 @@ class GunicornHooks:
         downed): the worker stops, so gunicorn starts a fresh one (a new node)."""
         if self.system is not system:
             return  # worker_exit terminated it: the normal way out
-        node = getattr(system, "_cluster_node", None)
+        node = getattr(system, "cluster_node", None)
         reason = getattr(node, "termination_reason", None) or "it was terminated by the application"
         log.error(
             "gactors: actor system %r terminated on its own in worker %s (%s); the worker "

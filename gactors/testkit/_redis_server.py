@@ -1,4 +1,4 @@
-"""A throwaway Redis-protocol server for tests (SPEC section 17, Testing).
+"""A throwaway Redis-protocol server for tests (docs/testing.md).
 
 :func:`find_redis_server` says where a server can come from, in this order:
 

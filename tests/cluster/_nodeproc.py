@@ -210,7 +210,7 @@ def _main() -> None:
     watcher = system.actor_of(Props(Watcher), "watcher")
 
     def on_terminated(_: Any) -> None:
-        node = system._cluster_node
+        node = system.cluster_node
         emit({"terminated": True, "reason": getattr(node, "termination_reason", None)})
         os._exit(0)
 
@@ -250,7 +250,7 @@ def _main() -> None:
                 if ref is None:
                     from gactors._path import ActorPath
 
-                    ref = system._cluster_node.remote_ref(
+                    ref = system.cluster_node.remote_ref(
                         ActorPath.parse(cmd["path"], system.name), int(cmd.get("uid", 1))
                     )
                 watcher.ask(("watch", ref), timeout=5.0)

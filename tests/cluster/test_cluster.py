@@ -532,7 +532,7 @@ def test_messages_from_a_removed_node_are_quarantined(redis_url: str) -> None:
         target.expect_no_message(0.3)
         # b finds out at its next heartbeat and terminates itself
         assert b.await_termination(15)
-        assert "removed from the cluster" in (b._cluster_node.termination_reason or "")
+        assert "removed from the cluster" in (b.cluster_node.termination_reason or "")
     finally:
         b.terminate()
         a.terminate()

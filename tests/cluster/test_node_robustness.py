@@ -97,7 +97,7 @@ def _clients(url: str, name: str | None = None) -> int:
 
 def test_terminate_leaks_no_greenlet_thread_or_connection(redis_url: str) -> None:
     system = ActorSystem(_name(), config={"cluster": dict(FAST, url=redis_url)})
-    node = system._cluster_node
+    node = system.cluster_node
     me = f"gactors:{system.name}@{node.node_id}"
     assert _clients(redis_url, me) >= 2  # at least the reader's and the heartbeat's
     system.terminate()

@@ -307,7 +307,7 @@ def test_heartbeat_reaps_after_down_after_on_server_time(
     assert "n2" in beat.view.removed
     assert beat.view.version == 3
     assert not raw.exists(backend.inbox_key("n2"))  # the dead node's inbox went too
-    reasons = raw.hgetall(backend._membership_keys()[5])
+    reasons = raw.hgetall(backend.membership_keys()[5])
     assert b"no heartbeat for" in reasons[b"n2"] and b"downed by n1" in reasons[b"n2"]
     # the reaped node learns it on its next beat, and nothing is written for it
     late = store.heartbeat("n2", 100, 300)

@@ -97,7 +97,7 @@ def test_failure_log_event_goes_to_stream_and_logging(
         ref.tell("x")
         ev = events.get()
         # The stdlib record is emitted from the hub greenlet right after the event
-        # (see ActorSystem._publish_log): let the hub run once.
+        # (see ActorSystem.publish_log): let the hub run once.
         gevent.sleep(0.01)
     assert ev.level == logging.ERROR and ev.source == str(ref.path)
     assert isinstance(ev.cause, ValueError) and "kaputt" in ev.message

@@ -704,7 +704,7 @@ def test_killing_the_lingering_worker_does_not_stop_the_system(
     ref = system.actor_of(Props(Reporter, probe.ref), "r")
     probe.expect_msg_type(tuple)
     assert ref.ask("ping", timeout=WAIT)[0] == "pong"
-    dispatcher = system._dispatcher
+    dispatcher = system.dispatcher
     idle = [w for w in dispatcher.workers if w.cell is None]
     for w in idle:
         w.throw(greenlet.GreenletExit)

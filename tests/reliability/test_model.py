@@ -390,7 +390,7 @@ STATS: Counter[str] = Counter()
 def busy(system: ActorSystem) -> bool:
     """Whether any actor has work queued or running (a worker lingering for new work
     after running out of it does not count)."""
-    d = system._dispatcher
+    d = system.dispatcher
     parked = getattr(d, "parked", None)
     return bool(d.queued or system._calls or any(w is not parked for w in d.workers))
 
@@ -410,7 +410,7 @@ def wait_for_no_workers(system: ActorSystem, timeout: float = SETTLE_TIMEOUT) ->
     """After termination: wait until every worker greenlet ended (a lingering worker
     retires after ``gactors._dispatch.LINGER`` seconds)."""
     deadline = monotonic() + timeout
-    while system._dispatcher.workers:
+    while system.dispatcher.workers:
         if monotonic() > deadline:
             raise AssertionError(f"worker greenlets left after terminate(): {system.tree()}")
         gevent.sleep(0.01)
@@ -427,9 +427,9 @@ class SupervisionModel(RuleBasedStateMachine):
         self.refs: dict[int, ActorRef] = {}
         self.ids = itertools.count(1)
         self.seqs = itertools.count(1)
-        self.system._log_filters.append(self._on_log)
+        self.system.log_filters.append(self._on_log)
         self.system.event_stream.subscribe(self._on_dead_letter, DeadLetter)
-        self.probe = self.system._system_cell.attach_child(
+        self.probe = self.system.system_cell.attach_child(
             Props(WatchProbe, self.journal), "watchprobe"
         )
 
@@ -648,7 +648,7 @@ class SupervisionModel(RuleBasedStateMachine):
 
         # 1. the live tree
         real: dict[int, Any] = {}
-        stack = [system._user_cell]
+        stack = [system.user_cell]
         while stack:
             cell = stack.pop()
             for child in cell.child_cells.values():
@@ -683,7 +683,7 @@ class SupervisionModel(RuleBasedStateMachine):
             assert restart_count == node.stats_count, (
                 f"{where} restart_count: real {restart_count}, model {node.stats_count}"
             )
-        assert not system._user_cell.suspend_count and system._user_cell.failed is None
+        assert not system.user_cell.suspend_count and system.user_cell.failed is None
 
         for nid, node in model.nodes.items():
             where = f"n{nid}"
@@ -730,7 +730,7 @@ class SupervisionModel(RuleBasedStateMachine):
         finally:
             system.terminate()
             assert system.await_termination(10.0), f"did not terminate:\n{system.tree()}"
-            assert system._root.dead and system._user_cell.dead
+            assert system.root_cell.dead and system.user_cell.dead
             wait_for_no_workers(system)
 
 

@@ -31,11 +31,11 @@ def mute(system: ActorSystem, *exc_types: type[BaseException]) -> Iterator[None]
     def f(event: LogEvent) -> bool:
         return event.cause is not None and isinstance(event.cause, exc_types)
 
-    system._log_filters.append(f)
+    system.log_filters.append(f)
     try:
         yield
     finally:
-        system._log_filters.remove(f)
+        system.log_filters.remove(f)
 
 
 class LogRecorder:

@@ -175,7 +175,7 @@ class Recorder(Actor):
 
 def _system_actor(system: ActorSystem, props: Props, name: str) -> Any:
     # The framework's own actors live under /system; tests create one the same way.
-    return system._system_cell.attach_child(props, name)
+    return system.system_cell.attach_child(props, name)
 
 
 def test_system_guardian_outlives_user_actors_during_shutdown() -> None:
