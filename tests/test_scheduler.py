@@ -21,7 +21,7 @@ from gactors import (
     InvalidMessageException,
     Props,
 )
-from gactors.testkit import TestProbe
+from gactors.testkit import TestProbe, await_condition
 
 # The suite may run monkey-patched or not: these are real in both cases.
 real_sleep: Callable[[float], None] = monkey.get_original("time", "sleep")
@@ -88,11 +88,8 @@ def test_fixed_delay_gaps_are_never_shorter_than_the_delay(actor_system: ActorSy
     )
     gevent.sleep(0.01)
     real_sleep(0.2)  # block the hub: the task is late once...
-    deadline = time.monotonic() + 5
-    while len(stamps) < 4 and time.monotonic() < deadline:
-        gevent.sleep(0.01)
+    await_condition(lambda: len(stamps) >= 4, timeout=5)
     c.cancel()
-    assert len(stamps) >= 4
     gaps = [b - a for a, b in itertools.pairwise(stamps)]
     # ... but fixed delay never catches up: each delay is measured from the last run.
     assert all(g >= 0.05 - EPS for g in gaps), gaps
@@ -105,11 +102,8 @@ def test_fixed_rate_catches_up_after_a_late_start(actor_system: ActorSystem) -> 
         0.05, 0.05, lambda: stamps.append(time.monotonic())
     )
     real_sleep(0.3)  # block the hub: the first five firings are all late
-    deadline = time.monotonic() + 5
-    while len(stamps) < 8 and time.monotonic() < deadline:
-        gevent.sleep(0.005)
+    await_condition(lambda: len(stamps) >= 8, timeout=5, interval=0.005)
     c.cancel()
-    assert len(stamps) >= 8
     # Every firing keeps to the grid start + n * 0.05 (never early)...
     for n, t in enumerate(stamps, start=1):
         assert t - start >= n * 0.05 - EPS, (n, t - start)
@@ -131,9 +125,7 @@ def test_fixed_rate_delivers_messages(actor_system: ActorSystem, probe: TestProb
 def test_callable_task(actor_system: ActorSystem) -> None:
     calls: list[int] = []
     actor_system.scheduler.schedule_once(0.01, lambda: calls.append(1))
-    deadline = time.monotonic() + 5
-    while not calls and time.monotonic() < deadline:
-        gevent.sleep(0.01)
+    await_condition(lambda: calls, timeout=5)
     assert calls == [1]
 
 
@@ -208,10 +200,8 @@ def test_schedule_and_cancel_from_a_foreign_thread(
 
     start_new_thread(run, ())
     probe.expect_msg("from thread")
-    deadline = time.monotonic() + 10
-    while not done and time.monotonic() < deadline:
-        gevent.sleep(0.01)
-    assert done and not errors
+    await_condition(lambda: done, timeout=10)
+    assert not errors
     assert cancellables[0].cancelled
     probe.expect_no_message(0.4)
 

@@ -29,6 +29,7 @@ from gactors import (
     Status,
 )
 from gactors._threads import allocate_lock, get_ident, start_new_thread
+from gactors.testkit import await_condition
 
 real_sleep: Callable[[float], None] = monkey.get_original("time", "sleep")
 
@@ -290,10 +291,7 @@ def test_tell_from_a_thread_to_a_stopped_actor_is_a_dead_letter(system: ActorSys
     assert echo.ask("ping", timeout=5) == "ping"
     run_in_threads(system, 1, lambda i: system.stop(echo))
     # Wait until it is gone (lookup runs in the hub after the stop completed).
-    deadline = time.monotonic() + 10
-    while system.lookup("/user/gone") is not None:
-        assert time.monotonic() < deadline
-        gevent.sleep(0.01)
+    await_condition(lambda: system.lookup("/user/gone") is None, timeout=10)
     dead_letters = system.actor_of(Props(Latch, 1))
     system.event_stream.subscribe(dead_letters, DeadLetter)
     run_in_threads(system, 1, lambda i: echo.tell("lost in a thread"))
@@ -442,12 +440,11 @@ def test_a_late_reply_to_a_thread_that_gave_up_goes_to_dead_letters(system: Acto
 
     thread = RealThread(asker)
     thread.start()
-    deadline = time.monotonic() + 10
-    while not any(d.message == ("slow-done", 0.5) for d in dead) and time.monotonic() < deadline:
-        gevent.sleep(0.05)
+    await_condition(
+        lambda: any(d.message == ("slow-done", 0.5) for d in dead), timeout=10, interval=0.05
+    )
     thread.join(10)
     assert isinstance(box[0], AskTimeoutError)
-    assert any(d.message == ("slow-done", 0.5) for d in dead)
 
 
 def test_when_the_systems_thread_is_gone_foreign_calls_fail_at_once() -> None:
@@ -510,8 +507,6 @@ def test_an_actors_own_timeout_error_reaches_a_thread_asker_as_is(system: ActorS
 
     thread = RealThread(asker)
     thread.start()
-    deadline = time.monotonic() + 10
-    while not box and time.monotonic() < deadline:
-        gevent.sleep(0.02)
+    await_condition(lambda: box, timeout=10, interval=0.02)
     thread.join(5)
     assert type(box[0]) is TimeoutError and "the actor's own" in str(box[0])

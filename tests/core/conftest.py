@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-import gevent
 import pytest
 from gevent.queue import Queue
 
@@ -61,11 +60,3 @@ class Recorder(Actor):
 
     def receive(self, message: Any) -> None:
         self.queue.put(message)
-
-
-def wait_until(predicate: Any, timeout: float = 5.0) -> None:
-    deadline = gevent.get_hub().loop.now() + timeout
-    while not predicate():
-        if gevent.get_hub().loop.now() > deadline:
-            raise AssertionError("condition not met in time")
-        gevent.sleep(0.005)

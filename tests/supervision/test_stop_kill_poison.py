@@ -30,8 +30,9 @@ from gactors import (
     SupervisorStrategy,
 )
 from gactors.pattern import graceful_stop
+from gactors.testkit import await_condition
 
-from ._kit import Probe, event_filter, wait_for
+from ._kit import DEFAULT_TIMEOUT, Probe, event_filter
 
 
 class Echo(Actor):
@@ -313,7 +314,7 @@ def test_children_mailboxes_go_to_dead_letters_when_the_parent_stops(
     actor_system.stop(parent)
     # The kid learns of it only once the parent processed its stop; no message can
     # tell us when that happened, so look at the parent's state.
-    wait_for(lambda: parent._cell.is_terminating)
+    await_condition(lambda: parent._cell.is_terminating, timeout=DEFAULT_TIMEOUT)
     gate.set()
     assert probe.receive_n(2) == ["block finished", "post_stop"]
     letter = dead.expect_msg_type(DeadLetter)
