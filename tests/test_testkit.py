@@ -13,6 +13,7 @@ from typing import Any
 
 import gevent
 import pytest
+from _actors import Echo
 from gevent import monkey
 
 from gactors import (
@@ -30,11 +31,6 @@ from gactors.testkit import TestProbe, await_condition, dilated, event_filter, t
 start_new_thread: Callable[..., int] = monkey.get_original("_thread", "start_new_thread")
 
 pytest_plugins = ["pytester"]
-
-
-class Echo(Actor):
-    def receive(self, message: Any) -> None:
-        self.sender.tell(message)
 
 
 class Forwarder(Actor):

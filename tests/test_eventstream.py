@@ -8,7 +8,7 @@ from typing import Any
 
 import gevent
 import pytest
-from conftest import Collector, Recorder
+from _actors import Collector, Recorder
 from gevent.queue import Queue
 
 import gactors

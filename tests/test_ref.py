@@ -7,7 +7,7 @@ from typing import Any
 
 import gevent
 import pytest
-from conftest import Collector, Echo, Recorder
+from _actors import Collector, Echo, Recorder
 from gevent.queue import Queue
 
 import gactors

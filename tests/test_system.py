@@ -6,7 +6,7 @@ from typing import Any
 
 import gevent
 import pytest
-from conftest import Echo, Recorder
+from _actors import Echo, Recorder
 from gevent.queue import Queue
 
 import gactors

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from conftest import Echo
+from _actors import Echo
 
 from gactors import Actor, ActorPath, ActorSystem, InvalidActorNameException, Props
 from gactors.testkit import TestProbe

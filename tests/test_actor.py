@@ -6,7 +6,7 @@ import logging
 from typing import Any
 
 import pytest
-from conftest import Collector, Echo, Recorder
+from _actors import Collector, Echo, Recorder
 from gevent.queue import Queue
 
 import gactors
