@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import math
 import time
 from collections.abc import Callable
 from datetime import timedelta
@@ -11,10 +12,12 @@ from typing import Any
 
 import gevent
 import pytest
+from _inputs import NAN
 from gevent import monkey
 
 from gactors import (
     Actor,
+    ActorRef,
     ActorSystem,
     Cancellable,
     IllegalStateError,
@@ -257,3 +260,26 @@ def test_repeating_validation(actor_system: ActorSystem, probe: TestProbe) -> No
     c = s.schedule_once(-5, probe.ref, "now")
     probe.expect_msg("now")
     assert not c.cancelled
+
+
+# -- bad inputs (issue 8: what this API must refuse; nothing may hang) -----------------------------
+def test_invalid_scheduler_arguments(system: ActorSystem, echo: ActorRef) -> None:
+    sched = system.scheduler
+    for delay in (NAN, math.inf, 10**400):
+        with pytest.raises(ValueError, match="delay"):
+            sched.schedule_once(delay, echo, "x")
+    for not_a_delay in ("1", None, True):
+        with pytest.raises(TypeError, match="delay must be a number of seconds or a timedelta"):
+            sched.schedule_once(not_a_delay, echo, "x")  # type: ignore[arg-type]
+    for interval in (0, -1, NAN):
+        with pytest.raises(ValueError):
+            sched.schedule_at_fixed_rate(0.1, interval, echo, "x")
+        with pytest.raises(ValueError):
+            sched.schedule_with_fixed_delay(0.1, interval, echo, "x")
+    with pytest.raises(TypeError, match="ActorRef or a callable"):
+        sched.schedule_once(0.1, "not a receiver", "x")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="takes no message"):
+        sched.schedule_once(0.1, lambda: None, "x")
+    with pytest.raises(TypeError, match="sender"):
+        sched.schedule_once(0.1, echo, "x", sender="me")  # type: ignore[arg-type]
+    assert sched.active_tasks == 0  # nothing was scheduled by the refused calls

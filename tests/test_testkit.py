@@ -345,19 +345,22 @@ def test_await_condition_works_from_a_foreign_thread() -> None:
     assert state["result"] == "went"
 
 
+AWAIT_CONDITION_BAD_ARGUMENTS = [
+    ({"timeout": "1"}, TypeError, "timeout must be a number of seconds or a timedelta"),
+    ({"timeout": True}, TypeError, "timeout must be a number of seconds"),
+    ({"timeout": -1}, ValueError, r"timeout must be >= 0 seconds"),
+    ({"timeout": math.nan}, ValueError, "timeout must be a number of seconds, not NaN"),
+    ({"timeout": math.inf}, ValueError, "timeout is too large"),
+    ({"interval": 0}, ValueError, r"interval must be > 0 seconds"),
+    ({"interval": None}, TypeError, "interval must be a number of seconds"),
+    ({"message": 5}, TypeError, "message must be a str or None, not int"),
+]
+
+
 @pytest.mark.parametrize(
     ("kwargs", "error", "match"),
-    [
-        ({"timeout": "1"}, TypeError, "timeout must be a number of seconds or a timedelta"),
-        ({"timeout": True}, TypeError, "timeout must be a number of seconds"),
-        ({"timeout": -1}, ValueError, r"timeout must be >= 0 seconds"),
-        ({"timeout": math.nan}, ValueError, "timeout must be a number of seconds, not NaN"),
-        ({"timeout": math.inf}, ValueError, "timeout is too large"),
-        ({"interval": 0}, ValueError, r"interval must be > 0 seconds"),
-        ({"interval": None}, TypeError, "interval must be a number of seconds"),
-        ({"message": 5}, TypeError, "message must be a str or None, not int"),
-    ],
-    ids=lambda v: repr(v) if isinstance(v, dict) else "",
+    AWAIT_CONDITION_BAD_ARGUMENTS,
+    ids=[repr(kwargs) for kwargs, _, _ in AWAIT_CONDITION_BAD_ARGUMENTS],
 )
 def test_await_condition_bad_arguments(kwargs: dict[str, Any], error: type, match: str) -> None:
     calls: list[int] = []

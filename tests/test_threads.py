@@ -16,17 +16,23 @@ from typing import Any
 
 import gevent
 import pytest
+from _actors import Collector
+from _inputs import WAIT, in_thread
 from gevent import monkey
 from gevent.threadpool import ThreadPool
 
 from gactors import (
     Actor,
+    ActorRef,
     ActorSystem,
     AskTimeoutError,
     DeadLetter,
     IllegalStateError,
+    InvalidActorNameException,
+    InvalidMessageException,
     Props,
     Status,
+    pattern,
 )
 from gactors._threads import allocate_lock, get_ident, start_new_thread
 from gactors.testkit import await_condition
@@ -510,3 +516,53 @@ def test_an_actors_own_timeout_error_reaches_a_thread_asker_as_is(system: ActorS
     await_condition(lambda: box, timeout=10, interval=0.02)
     thread.join(5)
     assert type(box[0]) is TimeoutError and "the actor's own" in str(box[0])
+
+
+# -- bad inputs (issue 8: what this API must refuse; nothing may hang) -----------------------------
+def test_foreign_thread_calls(system: ActorSystem, echo: ActorRef) -> None:
+    def work() -> list[Any]:
+        out: list[Any] = [echo.ask("from a thread", timeout=WAIT)]
+        try:
+            echo.ask(None, timeout=1.0)
+        except InvalidMessageException:
+            out.append("None refused")
+        child = system.actor_of(Props(Echo), "made-in-a-thread")
+        out.append(child.ask("hi", timeout=WAIT))
+        try:
+            system.actor_of(Props(Echo), "made-in-a-thread")
+        except InvalidActorNameException:
+            out.append("duplicate refused")
+        silent = system.actor_of(Props(Actor), "silent")  # never replies
+        try:
+            silent.ask("anyone?", timeout=0.2)
+        except AskTimeoutError:
+            out.append("timed out")
+        out.append(system.await_termination(0.05))
+        return out
+
+    assert in_thread(work) == [
+        "from a thread",
+        "None refused",
+        "hi",
+        "duplicate refused",
+        "timed out",
+        False,
+    ]
+
+
+def test_terminate_and_await_from_a_foreign_thread(system: ActorSystem) -> None:
+    def work() -> bool:
+        system.terminate()
+        return system.await_termination(WAIT)
+
+    assert in_thread(work) is True
+
+
+def test_tell_from_a_foreign_thread_to_a_stopped_actor(
+    system: ActorSystem, dead_letters: Collector
+) -> None:
+    ref = system.actor_of(Props(Echo), "e")
+    assert pattern.graceful_stop(ref, WAIT).get(WAIT) is True
+    in_thread(ref.tell, "too late")
+    assert system.actor_of(Props(Echo), "sync").ask("sync", timeout=WAIT) == "sync"
+    assert [e.message for e in dead_letters.events] == ["too late"]
