@@ -16,7 +16,7 @@ from typing import Any
 
 import gevent
 import pytest
-from _actors import Collector
+from _actors import Collector, Echo
 from _inputs import WAIT, in_thread
 from gevent import monkey
 from gevent.threadpool import ThreadPool
@@ -135,7 +135,10 @@ class Latch(Actor):
                 w.tell(list(self.results))
 
 
-class Echo(Actor):
+class CueEcho(Echo):
+    """The shared Echo, with cues: "boom" fails, "fail-status" replies a Status.Failure,
+    "silent" replies nothing, ("slow", s) replies ("slow-done", s) after s seconds."""
+
     def receive(self, message: Any) -> None:
         if message == "boom":
             raise ValueError("boom from echo")
@@ -147,7 +150,7 @@ class Echo(Actor):
             gevent.sleep(message[1])
             self.sender.tell(("slow-done", message[1]))
         else:
-            self.sender.tell(message)
+            super().receive(message)
 
 
 def run_in_threads(system: ActorSystem, n: int, fn: Callable[[int], Any]) -> list[Any]:
@@ -194,7 +197,7 @@ def test_eight_threads_tell_and_ask_nothing_lost(system: ActorSystem) -> None:
 
 
 def test_threads_from_gevent_threadpool(system: ActorSystem) -> None:
-    echo = system.actor_of(Props(Echo), "echo")
+    echo = system.actor_of(Props(CueEcho), "echo")
     pool = ThreadPool(4)
     try:
         results = [
@@ -209,8 +212,8 @@ def test_threads_from_gevent_threadpool(system: ActorSystem) -> None:
 
 
 def test_ask_from_a_thread_blocks_only_that_thread(system: ActorSystem) -> None:
-    slow = system.actor_of(Props(Echo), "slow")
-    fast = system.actor_of(Props(Echo), "fast")
+    slow = system.actor_of(Props(CueEcho), "slow")
+    fast = system.actor_of(Props(CueEcho), "fast")
     latch = system.actor_of(Props(Latch, 1))
     returned_at: list[float] = []
 
@@ -231,7 +234,7 @@ def test_ask_from_a_thread_blocks_only_that_thread(system: ActorSystem) -> None:
 
 
 def test_ask_from_a_thread_times_out_or_raises(system: ActorSystem) -> None:
-    echo = system.actor_of(Props(Echo), "echo")
+    echo = system.actor_of(Props(CueEcho), "echo")
 
     def work(i: int) -> list[str]:
         outcomes = []
@@ -260,7 +263,7 @@ def test_system_methods_from_a_thread_are_carried_to_the_hub(system: ActorSystem
     hooks: list[int] = []
 
     def work(i: int) -> Any:
-        ref = system.actor_of(Props(Echo), "made-in-thread")
+        ref = system.actor_of(Props(CueEcho), "made-in-thread")
         assert ref.ask("hi", timeout=5) == "hi"
         assert system.lookup("/user/made-in-thread") == ref
         tree = system.tree()
@@ -276,7 +279,7 @@ def test_system_methods_from_a_thread_are_carried_to_the_hub(system: ActorSystem
 
 
 def test_terminate_and_await_from_a_thread(system: ActorSystem) -> None:
-    echo = system.actor_of(Props(Echo), "echo")
+    echo = system.actor_of(Props(CueEcho), "echo")
     outcome: list[Any] = []
 
     def stopper() -> None:
@@ -293,7 +296,7 @@ def test_terminate_and_await_from_a_thread(system: ActorSystem) -> None:
 
 
 def test_tell_from_a_thread_to_a_stopped_actor_is_a_dead_letter(system: ActorSystem) -> None:
-    echo = system.actor_of(Props(Echo), "gone")
+    echo = system.actor_of(Props(CueEcho), "gone")
     assert echo.ask("ping", timeout=5) == "ping"
     run_in_threads(system, 1, lambda i: system.stop(echo))
     # Wait until it is gone (lookup runs in the hub after the stop completed).
@@ -409,7 +412,7 @@ def test_threads_in_a_fresh_interpreter(mode: str, tmp_path: Any) -> None:
 def test_ask_from_a_thread_is_timed_in_that_thread_while_the_hub_is_blocked(
     system: ActorSystem,
 ) -> None:
-    echo = system.actor_of(Props(Echo), "echo")
+    echo = system.actor_of(Props(CueEcho), "echo")
     assert echo.ask("warm-up", timeout=5) == "warm-up"
     box: list[Any] = []
 
@@ -433,7 +436,7 @@ def test_ask_from_a_thread_is_timed_in_that_thread_while_the_hub_is_blocked(
 
 
 def test_a_late_reply_to_a_thread_that_gave_up_goes_to_dead_letters(system: ActorSystem) -> None:
-    echo = system.actor_of(Props(Echo), "echo")
+    echo = system.actor_of(Props(CueEcho), "echo")
     dead: list[Any] = []
     system.event_stream.subscribe(dead.append, DeadLetter)
     box: list[Any] = []
@@ -461,7 +464,7 @@ def test_when_the_systems_thread_is_gone_foreign_calls_fail_at_once() -> None:
     def owner() -> None:
         # A system left running by a thread that then ends.
         s = ActorSystem("orphaned")
-        box.append((s, s.actor_of(Props(Echo), "echo")))
+        box.append((s, s.actor_of(Props(CueEcho), "echo")))
         made.release()
 
     start_new_thread(owner, ())
@@ -526,10 +529,10 @@ def test_foreign_thread_calls(system: ActorSystem, echo: ActorRef) -> None:
             echo.ask(None, timeout=1.0)
         except InvalidMessageException:
             out.append("None refused")
-        child = system.actor_of(Props(Echo), "made-in-a-thread")
+        child = system.actor_of(Props(CueEcho), "made-in-a-thread")
         out.append(child.ask("hi", timeout=WAIT))
         try:
-            system.actor_of(Props(Echo), "made-in-a-thread")
+            system.actor_of(Props(CueEcho), "made-in-a-thread")
         except InvalidActorNameException:
             out.append("duplicate refused")
         silent = system.actor_of(Props(Actor), "silent")  # never replies
@@ -561,8 +564,8 @@ def test_terminate_and_await_from_a_foreign_thread(system: ActorSystem) -> None:
 def test_tell_from_a_foreign_thread_to_a_stopped_actor(
     system: ActorSystem, dead_letters: Collector
 ) -> None:
-    ref = system.actor_of(Props(Echo), "e")
+    ref = system.actor_of(Props(CueEcho), "e")
     assert pattern.graceful_stop(ref, WAIT).get(WAIT) is True
     in_thread(ref.tell, "too late")
-    assert system.actor_of(Props(Echo), "sync").ask("sync", timeout=WAIT) == "sync"
+    assert system.actor_of(Props(CueEcho), "sync").ask("sync", timeout=WAIT) == "sync"
     assert [e.message for e in dead_letters.events] == ["too late"]
