@@ -1,4 +1,5 @@
-"""Actor, Props and ActorContext (SPEC section 3)."""
+"""Actor and its context in use (SPEC section 3); Props: test_props.py; what the context
+refuses: test_context.py."""
 
 from __future__ import annotations
 
