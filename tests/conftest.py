@@ -5,6 +5,10 @@
   ``probe``). Installed packages register it through the ``pytest11`` entry point; an
   older editable install may not have that entry point yet, so it is loaded here in
   that case only (loading it twice would make pytest refuse the second registration).
+* The fixtures every area shares: ``system`` (a fresh ``ActorSystem`` named after the
+  test, terminated after it), ``dead_letters`` (a ``_actors.Collector`` of its dead
+  letters) and ``echo`` (a ``_actors.ReentrantEcho`` named ``echo``). The shared actors
+  are in ``tests/_actors.py``, the bad-input values in ``tests/_inputs.py``.
 * A hard per-test watchdog on a real OS thread. pytest-timeout cannot be relied on
   here: under ``patch_all()`` its timer thread is a greenlet (silent when the hub is
   blocked), and its SIGALRM exception may be raised inside an actor, where it is
@@ -30,6 +34,9 @@ from typing import Any
 
 import greenlet
 import pytest
+from _actors import Collector, ReentrantEcho
+
+from gactors import ActorRef, ActorSystem, DeadLetter, Props
 
 _PLUGIN = "gactors.testkit._pytest_plugin"
 
@@ -50,6 +57,31 @@ def _dump_and_exit(nodeid: str) -> None:
             traceback.print_stack(obj.gr_frame, file=sys.stderr)
     sys.stderr.flush()
     os._exit(3)
+
+
+@pytest.fixture
+def system(request: pytest.FixtureRequest) -> Iterator[ActorSystem]:
+    """A fresh system per test; the test fails if it does not terminate in time."""
+    name = "".join(c if c.isalnum() else "-" for c in request.node.name)[:40].strip("-") or "t"
+    s = ActorSystem(name)
+    try:
+        yield s
+    finally:
+        s.terminate()
+        assert s.await_termination(10.0), f"system did not terminate:\n{s.tree()}"
+
+
+@pytest.fixture
+def dead_letters(system: ActorSystem) -> Collector:
+    """Every ``DeadLetter`` of ``system``, from the start of the test."""
+    c = Collector()
+    system.event_stream.subscribe(c, DeadLetter)
+    return c
+
+
+@pytest.fixture
+def echo(system: ActorSystem) -> ActorRef:
+    return system.actor_of(Props(ReentrantEcho), "echo")
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -16,12 +16,15 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from _actors import Echo
+from _inputs import NAN
 from gevent.queue import Empty, Queue
 from zope.interface import implementer
 from zope.interface.verify import verifyClass, verifyObject
 
 from gactors import (
     Actor,
+    ActorInitializationException,
     ActorSystem,
     DeadLetter,
     Directive,
@@ -841,7 +844,6 @@ def test_initialization_failures_with_on_stop_and_the_stopping_strategy(
 def test_initialization_failures_with_on_failure_need_a_restarting_decider(
     system: ActorSystem,
 ) -> None:
-    from gactors import ActorInitializationException
 
     events, attempts = Events(), list[int]()
     child = Props(FailingStart, events, attempts, 2)
@@ -912,3 +914,17 @@ def test_a_tiny_min_backoff_cannot_spin(system: ActorSystem) -> None:
     # At most ~100 in the second (10 ms apart); generous for a slow machine, far from
     # the thousands without the floor.
     assert 1 <= StopsAtOnce.started <= 150
+
+
+# -- bad inputs (issue 8: what this API must refuse; nothing may hang) -----------------------------
+def test_invalid_backoff_options() -> None:
+    # (RoundRobinPool(0) is refused in test_routing.py.)
+    child = Props(Echo)
+    with pytest.raises(ValueError):
+        BackoffOpts.on_stop(child, "c", 2.0, 1.0, 0.2)  # min > max
+    with pytest.raises(ValueError):
+        BackoffOpts.on_failure(child, "c", -1.0, 1.0, 0.2)
+    with pytest.raises(ValueError):
+        BackoffOpts.on_stop(child, "c", 0.1, 1.0, 1.5)
+    with pytest.raises(ValueError):
+        BackoffOpts.on_stop(child, "c", NAN, 1.0, 0.2)

@@ -22,6 +22,7 @@ from gevent.events import EventLoopBlocked
 
 from gactors import Actor, ActorSystem, HubBlocked, LogEvent, Props, _monitor
 from gactors._threads import allocate_lock, start_new_thread
+from gactors.testkit import await_condition
 
 real_sleep: Callable[[float], None] = monkey.get_original("time", "sleep")
 
@@ -366,11 +367,11 @@ def test_the_warning_reports_how_long_the_hub_was_blocked(
         blocker.ask(("block", 0.3), timeout=10)
         assert blocked.enough.wait(timeout=10)
         assert 0.25 <= blocked.events[0].seconds <= 5.0
-        deadline = time.monotonic() + 5
-        records: list[logging.LogRecord] = []
-        while not records and time.monotonic() < deadline:
-            records = [r for r in caplog.records if str(blocker.path) in r.getMessage()]
-            gevent.sleep(0.02)
+        records: list[logging.LogRecord] = await_condition(
+            lambda: [r for r in caplog.records if str(blocker.path) in r.getMessage()],
+            timeout=5,
+            interval=0.02,
+        )
         assert len(records) == 1
         message = records[0].getMessage()
         seconds = float(message.split("the gevent hub for ")[1].split(" s")[0])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import math
 import time
 from collections.abc import Callable
 from datetime import timedelta
@@ -11,17 +12,19 @@ from typing import Any
 
 import gevent
 import pytest
+from _inputs import NAN
 from gevent import monkey
 
 from gactors import (
     Actor,
+    ActorRef,
     ActorSystem,
     Cancellable,
     IllegalStateError,
     InvalidMessageException,
     Props,
 )
-from gactors.testkit import TestProbe
+from gactors.testkit import TestProbe, await_condition
 
 # The suite may run monkey-patched or not: these are real in both cases.
 real_sleep: Callable[[float], None] = monkey.get_original("time", "sleep")
@@ -88,11 +91,8 @@ def test_fixed_delay_gaps_are_never_shorter_than_the_delay(actor_system: ActorSy
     )
     gevent.sleep(0.01)
     real_sleep(0.2)  # block the hub: the task is late once...
-    deadline = time.monotonic() + 5
-    while len(stamps) < 4 and time.monotonic() < deadline:
-        gevent.sleep(0.01)
+    await_condition(lambda: len(stamps) >= 4, timeout=5)
     c.cancel()
-    assert len(stamps) >= 4
     gaps = [b - a for a, b in itertools.pairwise(stamps)]
     # ... but fixed delay never catches up: each delay is measured from the last run.
     assert all(g >= 0.05 - EPS for g in gaps), gaps
@@ -105,11 +105,8 @@ def test_fixed_rate_catches_up_after_a_late_start(actor_system: ActorSystem) -> 
         0.05, 0.05, lambda: stamps.append(time.monotonic())
     )
     real_sleep(0.3)  # block the hub: the first five firings are all late
-    deadline = time.monotonic() + 5
-    while len(stamps) < 8 and time.monotonic() < deadline:
-        gevent.sleep(0.005)
+    await_condition(lambda: len(stamps) >= 8, timeout=5, interval=0.005)
     c.cancel()
-    assert len(stamps) >= 8
     # Every firing keeps to the grid start + n * 0.05 (never early)...
     for n, t in enumerate(stamps, start=1):
         assert t - start >= n * 0.05 - EPS, (n, t - start)
@@ -131,9 +128,7 @@ def test_fixed_rate_delivers_messages(actor_system: ActorSystem, probe: TestProb
 def test_callable_task(actor_system: ActorSystem) -> None:
     calls: list[int] = []
     actor_system.scheduler.schedule_once(0.01, lambda: calls.append(1))
-    deadline = time.monotonic() + 5
-    while not calls and time.monotonic() < deadline:
-        gevent.sleep(0.01)
+    await_condition(lambda: calls, timeout=5)
     assert calls == [1]
 
 
@@ -208,10 +203,8 @@ def test_schedule_and_cancel_from_a_foreign_thread(
 
     start_new_thread(run, ())
     probe.expect_msg("from thread")
-    deadline = time.monotonic() + 10
-    while not done and time.monotonic() < deadline:
-        gevent.sleep(0.01)
-    assert done and not errors
+    await_condition(lambda: done, timeout=10)
+    assert not errors
     assert cancellables[0].cancelled
     probe.expect_no_message(0.4)
 
@@ -267,3 +260,26 @@ def test_repeating_validation(actor_system: ActorSystem, probe: TestProbe) -> No
     c = s.schedule_once(-5, probe.ref, "now")
     probe.expect_msg("now")
     assert not c.cancelled
+
+
+# -- bad inputs (issue 8: what this API must refuse; nothing may hang) -----------------------------
+def test_invalid_scheduler_arguments(system: ActorSystem, echo: ActorRef) -> None:
+    sched = system.scheduler
+    for delay in (NAN, math.inf, 10**400):
+        with pytest.raises(ValueError, match="delay"):
+            sched.schedule_once(delay, echo, "x")
+    for not_a_delay in ("1", None, True):
+        with pytest.raises(TypeError, match="delay must be a number of seconds or a timedelta"):
+            sched.schedule_once(not_a_delay, echo, "x")  # type: ignore[arg-type]
+    for interval in (0, -1, NAN):
+        with pytest.raises(ValueError):
+            sched.schedule_at_fixed_rate(0.1, interval, echo, "x")
+        with pytest.raises(ValueError):
+            sched.schedule_with_fixed_delay(0.1, interval, echo, "x")
+    with pytest.raises(TypeError, match="ActorRef or a callable"):
+        sched.schedule_once(0.1, "not a receiver", "x")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="takes no message"):
+        sched.schedule_once(0.1, lambda: None, "x")
+    with pytest.raises(TypeError, match="sender"):
+        sched.schedule_once(0.1, echo, "x", sender="me")  # type: ignore[arg-type]
+    assert sched.active_tasks == 0  # nothing was scheduled by the refused calls

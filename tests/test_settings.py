@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _inputs import NAN
 
 from gactors import ActorSystem, ConfigError, PluginError, Settings
 from gactors._settings import ENV_VAR, load_settings
@@ -231,3 +232,45 @@ def test_settings_are_immutable() -> None:
     s = load_settings({})
     with pytest.raises(dataclasses.FrozenInstanceError):
         s.default_ask_timeout = 1.0  # type: ignore[misc]
+
+
+# -- bad inputs (issue 8: what this API must refuse; nothing may hang) -----------------------------
+@pytest.mark.parametrize(
+    ("config", "match"),
+    [
+        ([("default_ask_timeout", 1)], "mapping"),
+        ({"no_such_setting": 1}, "unknown setting 'no_such_setting'"),
+        ({"default_ask_timeout": "5"}, "'default_ask_timeout'"),
+        ({"default_ask_timeout": 0}, "'default_ask_timeout'"),
+        ({"default_ask_timeout": NAN}, "'default_ask_timeout'"),
+        ({"default_ask_timeout": True}, "'default_ask_timeout'"),
+        ({"dispatcher_throughput": 0}, "'dispatcher_throughput'"),
+        ({"dispatcher_throughput": 1.5}, "'dispatcher_throughput'"),
+        ({"log_dead_letters": -1}, "'log_dead_letters'"),
+        ({"debug_lifecycle": "yes"}, "'debug_lifecycle'"),
+        ({"stash_capacity": -1}, "'stash_capacity'"),
+        ({"blocking_threshold": -1.0}, "'blocking_threshold'"),
+        ({"shutdown_timeout": NAN}, "'shutdown_timeout'"),
+        ({"guardian_supervisor_strategy": None}, "'guardian_supervisor_strategy'"),
+        ({"guardian_supervisor_strategy": ""}, "'guardian_supervisor_strategy'"),
+    ],
+)
+def test_invalid_settings_raise_config_error_naming_the_key(config: Any, match: str) -> None:
+    with pytest.raises(ConfigError, match=match):
+        ActorSystem("bad", config=config)
+
+
+def test_invalid_config_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(ConfigError, match="cannot read config file"):
+        ActorSystem("bad", config=tmp_path / "missing.toml")
+    broken = tmp_path / "broken.toml"
+    broken.write_text("[gactors\n")
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        ActorSystem("bad", config=broken)
+    other = tmp_path / "other.toml"
+    other.write_text("[other]\nx = 1\n")
+    with pytest.raises(ConfigError, match=r"no \[gactors\] table"):
+        ActorSystem("bad", config=other)
+    monkeypatch.setenv("GACTORS_CONFIG", str(tmp_path / "missing.toml"))
+    with pytest.raises(ConfigError, match="cannot read config file"):
+        ActorSystem("bad")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from _inputs import WAIT
 
 from gactors import (
     Actor,
@@ -276,3 +277,24 @@ def test_unstashed_terminated_is_delivered_again(
     watcher.tell("ready")
     probe.expect_msg(("terminated", True))
     probe.expect_no_message(0.1)
+
+
+# -- bad inputs (issue 8: what this API must refuse; nothing may hang) -----------------------------
+def test_stash_misuse(system: ActorSystem) -> None:
+    class Stasher(Stash, Actor):
+        def receive(self, message: Any) -> None:
+            try:
+                self.stash()
+                if message == "twice":
+                    self.stash()
+            except Exception as e:
+                self.sender.tell(type(e).__name__)
+
+    tiny = ActorSystem("tiny", config={"stash_capacity": 1})
+    try:
+        ref = tiny.actor_of(Props(Stasher), "s")
+        assert ref.ask("twice", timeout=WAIT) == "IllegalStateError"
+        assert ref.ask("over capacity", timeout=WAIT) == StashOverflowException.__name__
+    finally:
+        tiny.terminate()
+        assert tiny.await_termination(WAIT)

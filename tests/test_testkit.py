@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import logging
+import math
 import re
 import time
 from collections.abc import Callable
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import gevent
 import pytest
+from _actors import Echo
 from gevent import monkey
 
 from gactors import (
@@ -22,17 +25,12 @@ from gactors import (
     Props,
     Terminated,
 )
-from gactors.testkit import TestProbe, dilated, event_filter, time_factor
+from gactors.testkit import TestProbe, await_condition, dilated, event_filter, time_factor
 
 # A real OS thread whether or not the run is monkey-patched.
 start_new_thread: Callable[..., int] = monkey.get_original("_thread", "start_new_thread")
 
 pytest_plugins = ["pytester"]
-
-
-class Echo(Actor):
-    def receive(self, message: Any) -> None:
-        self.sender.tell(message)
 
 
 class Forwarder(Actor):
@@ -217,9 +215,7 @@ def test_probe_works_from_a_foreign_thread(actor_system: ActorSystem, probe: Tes
 
     start_new_thread(run, ())
     # The test greenlet must let the hub run while the thread waits (join() would not).
-    deadline = time.monotonic() + 10
-    while not result and time.monotonic() < deadline:
-        gevent.sleep(0.01)
+    await_condition(lambda: result, timeout=10)
     assert result == ["from-thread"]
 
 
@@ -251,6 +247,131 @@ def test_time_factor_default_and_invalid(monkeypatch: pytest.MonkeyPatch) -> Non
         monkeypatch.setenv("GACTORS_TEST_TIMEFACTOR", bad)
         with pytest.raises(ValueError, match="GACTORS_TEST_TIMEFACTOR"):
             time_factor()
+
+
+# -- await_condition ------------------------------------------------------------------------------
+class Flag(Actor):
+    """Sets ``state["seen"]`` to the message it receives (state no message reports)."""
+
+    def __init__(self, state: dict[str, Any]) -> None:
+        self.state = state
+
+    def receive(self, message: Any) -> None:
+        self.state["seen"] = message
+
+
+def test_await_condition_returns_the_true_value_once_actors_made_it_true(
+    actor_system: ActorSystem,
+) -> None:
+    state: dict[str, Any] = {}
+    flag = actor_system.actor_of(Props(Flag, state))
+    flag.tell("hello")  # processed while await_condition sleeps between checks
+    assert await_condition(lambda: state.get("seen"), timeout=5) == "hello"
+
+
+def test_await_condition_true_at_once_does_not_sleep() -> None:
+    calls: list[int] = []
+
+    def predicate() -> list[int]:
+        calls.append(1)
+        return calls
+
+    start = time.monotonic()
+    assert await_condition(predicate, timeout=0) == [1]
+    assert time.monotonic() - start < 0.5
+    assert len(calls) == 1
+
+
+def test_await_condition_timeout_names_the_lambda_the_time_and_last_value(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("GACTORS_TEST_TIMEFACTOR", raising=False)
+    box: list[int] = []
+    start = time.monotonic()
+    with pytest.raises(AssertionError) as info:
+        await_condition(lambda: len(box) == 3, timeout=0.2, interval=0.02)
+    elapsed = time.monotonic() - start
+    text = str(info.value)
+    assert "lambda: len(box) == 3" in text  # what was awaited
+    assert "not met within 0.2 s" in text  # for how long
+    assert "last value False" in text
+    assert re.search(r"\((\d+) checks, every 0\.02 s", text)
+    assert 0.2 <= elapsed < 2.0
+
+
+def test_await_condition_timeout_uses_the_message_and_a_function_name(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("GACTORS_TEST_TIMEFACTOR", raising=False)
+    with pytest.raises(AssertionError, match=r"^await_condition: the cache is warm not met within"):
+        await_condition(lambda: None, timeout=0.05, message="the cache is warm")
+
+    def cache_is_warm() -> bool:
+        return False
+
+    with pytest.raises(AssertionError, match=r"cache_is_warm not met within 0\.05 s"):
+        await_condition(cache_is_warm, timeout=timedelta(milliseconds=50))
+
+
+def test_await_condition_timeout_is_dilated(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GACTORS_TEST_TIMEFACTOR", "3")
+    start = time.monotonic()
+    with pytest.raises(AssertionError, match=r"within 0\.3 s, GACTORS_TEST_TIMEFACTOR=3 "):
+        await_condition(lambda: False, timeout=0.1)
+    assert time.monotonic() - start >= 0.3
+
+
+def test_await_condition_lets_an_exception_of_the_predicate_through() -> None:
+    def broken() -> bool:
+        raise KeyError("inside the predicate")
+
+    with pytest.raises(KeyError, match="inside the predicate"):
+        await_condition(broken, timeout=5)
+
+
+def test_await_condition_works_from_a_foreign_thread() -> None:
+    state: dict[str, Any] = {}
+
+    def other_thread() -> None:
+        try:
+            state["result"] = await_condition(lambda: state.get("go"), timeout=10)
+        except BaseException as e:  # reported to the test below
+            state["result"] = e
+
+    start_new_thread(other_thread, ())
+    gevent.sleep(0.05)
+    state["go"] = "went"
+    await_condition(lambda: "result" in state, timeout=10)
+    assert state["result"] == "went"
+
+
+AWAIT_CONDITION_BAD_ARGUMENTS = [
+    ({"timeout": "1"}, TypeError, "timeout must be a number of seconds or a timedelta"),
+    ({"timeout": True}, TypeError, "timeout must be a number of seconds"),
+    ({"timeout": -1}, ValueError, r"timeout must be >= 0 seconds"),
+    ({"timeout": math.nan}, ValueError, "timeout must be a number of seconds, not NaN"),
+    ({"timeout": math.inf}, ValueError, "timeout is too large"),
+    ({"interval": 0}, ValueError, r"interval must be > 0 seconds"),
+    ({"interval": None}, TypeError, "interval must be a number of seconds"),
+    ({"message": 5}, TypeError, "message must be a str or None, not int"),
+]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    AWAIT_CONDITION_BAD_ARGUMENTS,
+    ids=[repr(kwargs) for kwargs, _, _ in AWAIT_CONDITION_BAD_ARGUMENTS],
+)
+def test_await_condition_bad_arguments(kwargs: dict[str, Any], error: type, match: str) -> None:
+    calls: list[int] = []
+    with pytest.raises(error, match=match):
+        await_condition(lambda: calls.append(1), **kwargs)
+    assert calls == []  # refused before the first check
+
+
+def test_await_condition_needs_a_callable() -> None:
+    with pytest.raises(TypeError, match="predicate must be callable, not bool"):
+        await_condition(True)  # type: ignore[arg-type]
 
 
 # -- event_filter ---------------------------------------------------------------------------------

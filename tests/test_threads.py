@@ -16,19 +16,26 @@ from typing import Any
 
 import gevent
 import pytest
+from _actors import Collector, Echo
+from _inputs import WAIT, in_thread
 from gevent import monkey
 from gevent.threadpool import ThreadPool
 
 from gactors import (
     Actor,
+    ActorRef,
     ActorSystem,
     AskTimeoutError,
     DeadLetter,
     IllegalStateError,
+    InvalidActorNameException,
+    InvalidMessageException,
     Props,
     Status,
+    pattern,
 )
 from gactors._threads import allocate_lock, get_ident, start_new_thread
+from gactors.testkit import await_condition
 
 real_sleep: Callable[[float], None] = monkey.get_original("time", "sleep")
 
@@ -128,7 +135,10 @@ class Latch(Actor):
                 w.tell(list(self.results))
 
 
-class Echo(Actor):
+class CueEcho(Echo):
+    """The shared Echo, with cues: "boom" fails, "fail-status" replies a Status.Failure,
+    "silent" replies nothing, ("slow", s) replies ("slow-done", s) after s seconds."""
+
     def receive(self, message: Any) -> None:
         if message == "boom":
             raise ValueError("boom from echo")
@@ -140,7 +150,7 @@ class Echo(Actor):
             gevent.sleep(message[1])
             self.sender.tell(("slow-done", message[1]))
         else:
-            self.sender.tell(message)
+            super().receive(message)
 
 
 def run_in_threads(system: ActorSystem, n: int, fn: Callable[[int], Any]) -> list[Any]:
@@ -187,7 +197,7 @@ def test_eight_threads_tell_and_ask_nothing_lost(system: ActorSystem) -> None:
 
 
 def test_threads_from_gevent_threadpool(system: ActorSystem) -> None:
-    echo = system.actor_of(Props(Echo), "echo")
+    echo = system.actor_of(Props(CueEcho), "echo")
     pool = ThreadPool(4)
     try:
         results = [
@@ -202,8 +212,8 @@ def test_threads_from_gevent_threadpool(system: ActorSystem) -> None:
 
 
 def test_ask_from_a_thread_blocks_only_that_thread(system: ActorSystem) -> None:
-    slow = system.actor_of(Props(Echo), "slow")
-    fast = system.actor_of(Props(Echo), "fast")
+    slow = system.actor_of(Props(CueEcho), "slow")
+    fast = system.actor_of(Props(CueEcho), "fast")
     latch = system.actor_of(Props(Latch, 1))
     returned_at: list[float] = []
 
@@ -224,7 +234,7 @@ def test_ask_from_a_thread_blocks_only_that_thread(system: ActorSystem) -> None:
 
 
 def test_ask_from_a_thread_times_out_or_raises(system: ActorSystem) -> None:
-    echo = system.actor_of(Props(Echo), "echo")
+    echo = system.actor_of(Props(CueEcho), "echo")
 
     def work(i: int) -> list[str]:
         outcomes = []
@@ -253,7 +263,7 @@ def test_system_methods_from_a_thread_are_carried_to_the_hub(system: ActorSystem
     hooks: list[int] = []
 
     def work(i: int) -> Any:
-        ref = system.actor_of(Props(Echo), "made-in-thread")
+        ref = system.actor_of(Props(CueEcho), "made-in-thread")
         assert ref.ask("hi", timeout=5) == "hi"
         assert system.lookup("/user/made-in-thread") == ref
         tree = system.tree()
@@ -269,7 +279,7 @@ def test_system_methods_from_a_thread_are_carried_to_the_hub(system: ActorSystem
 
 
 def test_terminate_and_await_from_a_thread(system: ActorSystem) -> None:
-    echo = system.actor_of(Props(Echo), "echo")
+    echo = system.actor_of(Props(CueEcho), "echo")
     outcome: list[Any] = []
 
     def stopper() -> None:
@@ -286,14 +296,11 @@ def test_terminate_and_await_from_a_thread(system: ActorSystem) -> None:
 
 
 def test_tell_from_a_thread_to_a_stopped_actor_is_a_dead_letter(system: ActorSystem) -> None:
-    echo = system.actor_of(Props(Echo), "gone")
+    echo = system.actor_of(Props(CueEcho), "gone")
     assert echo.ask("ping", timeout=5) == "ping"
     run_in_threads(system, 1, lambda i: system.stop(echo))
     # Wait until it is gone (lookup runs in the hub after the stop completed).
-    deadline = time.monotonic() + 10
-    while system.lookup("/user/gone") is not None:
-        assert time.monotonic() < deadline
-        gevent.sleep(0.01)
+    await_condition(lambda: system.lookup("/user/gone") is None, timeout=10)
     dead_letters = system.actor_of(Props(Latch, 1))
     system.event_stream.subscribe(dead_letters, DeadLetter)
     run_in_threads(system, 1, lambda i: echo.tell("lost in a thread"))
@@ -405,7 +412,7 @@ def test_threads_in_a_fresh_interpreter(mode: str, tmp_path: Any) -> None:
 def test_ask_from_a_thread_is_timed_in_that_thread_while_the_hub_is_blocked(
     system: ActorSystem,
 ) -> None:
-    echo = system.actor_of(Props(Echo), "echo")
+    echo = system.actor_of(Props(CueEcho), "echo")
     assert echo.ask("warm-up", timeout=5) == "warm-up"
     box: list[Any] = []
 
@@ -429,7 +436,7 @@ def test_ask_from_a_thread_is_timed_in_that_thread_while_the_hub_is_blocked(
 
 
 def test_a_late_reply_to_a_thread_that_gave_up_goes_to_dead_letters(system: ActorSystem) -> None:
-    echo = system.actor_of(Props(Echo), "echo")
+    echo = system.actor_of(Props(CueEcho), "echo")
     dead: list[Any] = []
     system.event_stream.subscribe(dead.append, DeadLetter)
     box: list[Any] = []
@@ -442,12 +449,11 @@ def test_a_late_reply_to_a_thread_that_gave_up_goes_to_dead_letters(system: Acto
 
     thread = RealThread(asker)
     thread.start()
-    deadline = time.monotonic() + 10
-    while not any(d.message == ("slow-done", 0.5) for d in dead) and time.monotonic() < deadline:
-        gevent.sleep(0.05)
+    await_condition(
+        lambda: any(d.message == ("slow-done", 0.5) for d in dead), timeout=10, interval=0.05
+    )
     thread.join(10)
     assert isinstance(box[0], AskTimeoutError)
-    assert any(d.message == ("slow-done", 0.5) for d in dead)
 
 
 def test_when_the_systems_thread_is_gone_foreign_calls_fail_at_once() -> None:
@@ -458,7 +464,7 @@ def test_when_the_systems_thread_is_gone_foreign_calls_fail_at_once() -> None:
     def owner() -> None:
         # A system left running by a thread that then ends.
         s = ActorSystem("orphaned")
-        box.append((s, s.actor_of(Props(Echo), "echo")))
+        box.append((s, s.actor_of(Props(CueEcho), "echo")))
         made.release()
 
     start_new_thread(owner, ())
@@ -510,8 +516,56 @@ def test_an_actors_own_timeout_error_reaches_a_thread_asker_as_is(system: ActorS
 
     thread = RealThread(asker)
     thread.start()
-    deadline = time.monotonic() + 10
-    while not box and time.monotonic() < deadline:
-        gevent.sleep(0.02)
+    await_condition(lambda: box, timeout=10, interval=0.02)
     thread.join(5)
     assert type(box[0]) is TimeoutError and "the actor's own" in str(box[0])
+
+
+# -- bad inputs (issue 8: what this API must refuse; nothing may hang) -----------------------------
+def test_foreign_thread_calls(system: ActorSystem, echo: ActorRef) -> None:
+    def work() -> list[Any]:
+        out: list[Any] = [echo.ask("from a thread", timeout=WAIT)]
+        try:
+            echo.ask(None, timeout=1.0)
+        except InvalidMessageException:
+            out.append("None refused")
+        child = system.actor_of(Props(CueEcho), "made-in-a-thread")
+        out.append(child.ask("hi", timeout=WAIT))
+        try:
+            system.actor_of(Props(CueEcho), "made-in-a-thread")
+        except InvalidActorNameException:
+            out.append("duplicate refused")
+        silent = system.actor_of(Props(Actor), "silent")  # never replies
+        try:
+            silent.ask("anyone?", timeout=0.2)
+        except AskTimeoutError:
+            out.append("timed out")
+        out.append(system.await_termination(0.05))
+        return out
+
+    assert in_thread(work) == [
+        "from a thread",
+        "None refused",
+        "hi",
+        "duplicate refused",
+        "timed out",
+        False,
+    ]
+
+
+def test_terminate_and_await_from_a_foreign_thread(system: ActorSystem) -> None:
+    def work() -> bool:
+        system.terminate()
+        return system.await_termination(WAIT)
+
+    assert in_thread(work) is True
+
+
+def test_tell_from_a_foreign_thread_to_a_stopped_actor(
+    system: ActorSystem, dead_letters: Collector
+) -> None:
+    ref = system.actor_of(Props(CueEcho), "e")
+    assert pattern.graceful_stop(ref, WAIT).get(WAIT) is True
+    in_thread(ref.tell, "too late")
+    assert system.actor_of(Props(CueEcho), "sync").ask("sync", timeout=WAIT) == "sync"
+    assert [e.message for e in dead_letters.events] == ["too late"]

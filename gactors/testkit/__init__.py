@@ -4,6 +4,8 @@
   ``probe.expect_msg("pong")``, ``probe.expect_terminated(ref)``, ...
 * :func:`event_filter` — expect (and swallow) log events such as the failure records
   of supervised actors: ``with event_filter(system, ValueError): ref.tell("boom")``.
+* :func:`await_condition` — poll a condition no message reports (internal state, a
+  file, another process) until it holds: ``await_condition(lambda: ref.is_terminated)``.
 * :func:`dilated` / :func:`time_factor` — every timeout of the testkit is multiplied
   by the ``GACTORS_TEST_TIMEFACTOR`` environment variable (default 1), so that a slow
   CI machine can be given more time without editing tests.
@@ -19,17 +21,22 @@ itself runs in the main greenlet) or from any other OS thread.
 
 from __future__ import annotations
 
+import inspect
 import itertools
 import logging
 import os
 import re
 from collections import deque
 from collections.abc import Callable, Iterable
+from datetime import timedelta
 from time import monotonic
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
+import gevent
+
 from gactors._actor import Actor
+from gactors._duration import seconds
 from gactors._future import Future
 from gactors._messages import Terminated
 from gactors._props import Props
@@ -46,9 +53,11 @@ T = TypeVar("T")
 P = ParamSpec("P")
 
 __all__ = [
+    "DEFAULT_INTERVAL",
     "DEFAULT_TIMEOUT",
     "EventFilter",
     "TestProbe",
+    "await_condition",
     "dilated",
     "event_filter",
     "time_factor",
@@ -78,6 +87,79 @@ def time_factor() -> float:
 def dilated(seconds: float) -> float:
     """``seconds`` scaled by :func:`time_factor`."""
     return float(seconds) * time_factor()
+
+
+DEFAULT_INTERVAL = 0.01
+"""Seconds between two checks of :func:`await_condition` when no interval is given."""
+
+
+def _describe_predicate(predicate: Callable[[], object]) -> str:
+    """The lambda's source (what a reader recognises), else the callable's name."""
+    name = getattr(predicate, "__qualname__", None)
+    if isinstance(name, str) and name.endswith("<lambda>"):
+        try:
+            source = inspect.getsource(predicate).strip()
+        except (OSError, TypeError):  # no source file: a REPL, exec'd code
+            source = ""
+        if source:
+            # The lambda's whole line comes back; a very long one is cut.
+            return source if len(source) <= 200 else source[:197] + "..."
+    return name if isinstance(name, str) else repr(predicate)
+
+
+def _short_repr(value: object) -> str:
+    try:
+        text = repr(value)
+    except Exception as e:  # a broken __repr__ must not hide the timeout
+        text = f"<{type(value).__name__} whose repr raised {type(e).__name__}>"
+    return text if len(text) <= 200 else text[:197] + "..."
+
+
+def await_condition(
+    predicate: Callable[[], T],
+    timeout: float | timedelta | None = None,
+    interval: float | timedelta = DEFAULT_INTERVAL,
+    message: str | None = None,
+) -> T:
+    """Call ``predicate()`` until it returns a true value, and return that value.
+
+    For what no message reports (an actor's internal state, a file another process
+    writes, a metric): a test that can expect a message should use a
+    :class:`TestProbe` instead. Between two checks the calling greenlet sleeps
+    ``interval`` seconds (default 0.01), so the actors and other greenlets run; the
+    predicate is checked once more when ``timeout`` (default 3 s, multiplied by
+    ``GACTORS_TEST_TIMEFACTOR`` like every testkit timeout, an explicit one too)
+    has passed, then :class:`AssertionError` is raised, naming ``message`` (or the
+    predicate: a lambda's source line), the time waited and the last value returned.
+    ``timeout=0`` checks once. Durations are float seconds or a ``timedelta``. An
+    exception raised by ``predicate`` is not caught: it ends the wait at once.
+    """
+    if not callable(predicate):
+        raise TypeError(f"predicate must be callable, not {type(predicate).__name__}")
+    limit = dilated(
+        DEFAULT_TIMEOUT if timeout is None else seconds(timeout, "timeout", zero_ok=True)
+    )
+    pause = seconds(interval, "interval")
+    if message is not None and not isinstance(message, str):
+        raise TypeError(f"message must be a str or None, not {type(message).__name__}")
+    deadline = monotonic() + limit
+    checks = 0
+    while True:
+        value = predicate()
+        checks += 1
+        if value:
+            return value
+        remaining = deadline - monotonic()
+        if remaining <= 0:
+            break
+        gevent.sleep(min(pause, remaining))
+    what = message if message is not None else _describe_predicate(predicate)
+    factor = time_factor()
+    scaled = f", GACTORS_TEST_TIMEFACTOR={factor:g}" if factor != 1.0 else ""
+    raise AssertionError(
+        f"await_condition: {what} not met within {limit:.3g} s{scaled} "
+        f"({checks} checks, every {pause:.3g} s; last value {_short_repr(value)})"
+    )
 
 
 def _in_hub(system: ActorSystem, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:

@@ -21,6 +21,8 @@ from typing import Any
 
 import pytest
 
+from gactors.testkit import await_condition
+
 pytest.importorskip("redis")
 pytest.importorskip("msgspec")
 
@@ -105,17 +107,6 @@ def served(redis_url: str, tmp_path: Path) -> Iterator[Served]:
         s.close()
 
 
-def wait_for(fn: Any, timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = fn()
-        if last:
-            return last
-        time.sleep(0.1)
-    raise AssertionError(f"timed out ({timeout} s) waiting for {what}; last: {last!r}")
-
-
 def node_entry(state: dict[str, Any], address: str) -> dict[str, Any] | None:
     for n in state["cluster"]["nodes"]:
         if n["address"] == address:
@@ -140,7 +131,9 @@ def test_api_state_members_trees_singleton_and_shards(served: Served) -> None:
     assert b.command(
         cmd="shard-start", type="cart", log=str(served.log), shards=SHARDS, passivate=None
     )["ok"]
-    wait_for(lambda: len(Cluster(a).members) == 2, 15, "both members up")
+    await_condition(
+        lambda: len(Cluster(a).members) == 2, timeout=15, interval=0.1, message="both members up"
+    )
 
     # Where each entity lives, as the entities themselves say.
     sharding = ClusterSharding(a)
@@ -152,7 +145,7 @@ def test_api_state_members_trees_singleton_and_shards(served: Served) -> None:
         except TimeoutError:
             return None
 
-    where = wait_for(placed, 30, "every entity answering")
+    where = await_condition(placed, timeout=30, interval=0.1, message="every entity answering")
     by_shard: dict[int, tuple[str, int]] = {}
     for e, node in where.items():
         s = zlib.crc32(e.encode()) % SHARDS
@@ -177,7 +170,12 @@ def test_api_state_members_trees_singleton_and_shards(served: Served) -> None:
             return None
         return st
 
-    st = wait_for(ready, 30, "B's tree, the singleton and the shards on A's dashboard")
+    st = await_condition(
+        ready,
+        timeout=30,
+        interval=0.1,
+        message="B's tree, the singleton and the shards on A's dashboard",
+    )
     c = st["cluster"]
     assert c["self"] == served.a_address
     members = {m["address"]: m for m in c["members"]}
@@ -239,22 +237,23 @@ def test_a_large_node_answers_with_a_summary(served: Served) -> None:
         n = node_entry(st, b.address)
         return n if n is not None and n["tree"] and "/user/big" in paths(n["tree"]) else None
 
-    n = wait_for(big, 30, "B's tree with /user/big")
+    n = await_condition(big, timeout=30, interval=0.1, message="B's tree with /user/big")
     rows = {r["path"]: r for r in n["tree"]}
     assert rows["/user/big"]["children"] == 10_000
     assert rows["/user/big"]["more"] == 9_000, "1000 listed, the rest counted"
     assert len(n["tree"]) <= 2000
     assert n["totals"]["actors"] >= 10_000
     # Closed, it is one row with its child count.
-    n = wait_for(
+    n = await_condition(
         lambda: (
             (x := node_entry(served.state(), b.address)) is not None
             and x["tree"] is not None
             and "more" not in {r["path"]: r for r in x["tree"]}["/user/big"]
             and x
         ),
-        15,
-        "B's tree with /user/big closed",
+        timeout=15,
+        interval=0.1,
+        message="B's tree with /user/big closed",
     )
     assert len(n["tree"]) < 20
 
@@ -286,10 +285,11 @@ def test_sigkilled_node_unreachable_then_gone_page_never_waits(
                     out[s.labels["status"]] = s.value
         return out
 
-    wait_for(
+    await_condition(
         lambda: (n := node_entry(served.state(), b.address)) is not None and n["tree"],
-        30,
-        "B's tree",
+        timeout=30,
+        interval=0.1,
+        message="B's tree",
     )
     assert members_by_status() == {"up": 2.0}
 

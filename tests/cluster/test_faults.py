@@ -35,7 +35,7 @@ import greenlet
 import pytest
 
 from gactors import ActorSystem, DeadLetter, Terminated
-from gactors.testkit import TestProbe, dilated
+from gactors.testkit import TestProbe, await_condition, dilated
 
 redis = pytest.importorskip("redis")
 msgspec = pytest.importorskip("msgspec")
@@ -58,18 +58,6 @@ SLACK = 4.0
 
 def _name(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
-
-
-def wait_until(cond: Callable[[], Any], timeout: float, what: str) -> Any:
-    """Poll ``cond`` (cheaply, from a greenlet) until it is truthy, or fail naming ``what``."""
-    deadline = time.monotonic() + dilated(timeout)
-    while True:
-        value = cond()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timeout ({timeout} s) waiting for {what}")
-        gevent.sleep(0.05)
 
 
 class NodeProcess:
@@ -222,7 +210,9 @@ def test_sigkilled_node_is_detected_in_time_and_its_messages_become_dead_letters
 
         pump = gevent.spawn(traffic)
         try:
-            wait_until(lambda: sent[0] > 200, 10.0, "traffic to the peer")
+            await_condition(
+                lambda: sent[0] > 200, timeout=10.0, interval=0.05, message="traffic to the peer"
+            )
             os.kill(peer.pid, signal.SIGKILL)
             killed_at = time.monotonic()
             peer.proc.wait()
@@ -235,13 +225,20 @@ def test_sigkilled_node_is_detected_in_time_and_its_messages_become_dead_letters
             assert peer.address not in member_addresses(system)
             # From now on every message to the dead node is a dead letter, here.
             before = sent[0]
-            wait_until(lambda: sent[0] > before + 50, 10.0, "more traffic")
+            await_condition(
+                lambda: sent[0] > before + 50, timeout=10.0, interval=0.05, message="more traffic"
+            )
         finally:
             pump.kill()
         n = len(dead)
         for i in range(10):
             sink.tell(("after", i))
-        wait_until(lambda: len(dead) >= n + 10, 5.0, "dead letters for a removed node")
+        await_condition(
+            lambda: len(dead) >= n + 10,
+            timeout=5.0,
+            interval=0.05,
+            message="dead letters for a removed node",
+        )
         late = [d for d in dead[n:] if isinstance(d.message, tuple) and d.message[0] == "after"]
         assert len(late) == 10
         assert all(d.recipient == sink for d in late)
@@ -279,7 +276,12 @@ def test_redis_restart_with_persistence_keeps_the_members_and_leaks_nothing(
             sink = system.actor_selection(peer.path("sink")).resolve_one(timeout=dilated(10.0))
             echo = system.actor_selection(peer.path("echo")).resolve_one(timeout=dilated(10.0))
             assert echo.ask("warm", timeout=dilated(10.0)) == "warm"
-            wait_until(lambda: len(member_addresses(system)) == 2, 10.0, "two members")
+            await_condition(
+                lambda: len(member_addresses(system)) == 2,
+                timeout=10.0,
+                interval=0.05,
+                message="two members",
+            )
             members = member_addresses(system)
             gevent.sleep(0.5)
             greenlets, fds, clients = live_greenlets(), open_fds(), client_count(admin)
@@ -297,7 +299,9 @@ def test_redis_restart_with_persistence_keeps_the_members_and_leaks_nothing(
                 except Exception:
                     return False
 
-            wait_until(answers, 20.0, "the peer to answer after the restart")
+            await_condition(
+                answers, timeout=20.0, interval=0.05, message="the peer to answer after the restart"
+            )
             assert member_addresses(system) == members
             assert peer.proc.poll() is None
             assert not system.is_terminated
@@ -325,8 +329,11 @@ def test_redis_restart_with_persistence_keeps_the_members_and_leaks_nothing(
             gc.collect()
             assert live_greenlets() <= greenlets + 3, (greenlets, live_greenlets())
             assert open_fds() <= fds + 2, (fds, open_fds())
-            wait_until(
-                lambda: client_count(admin) <= clients, 10.0, "no more connections than before"
+            await_condition(
+                lambda: client_count(admin) <= clients,
+                timeout=10.0,
+                interval=0.05,
+                message="no more connections than before",
             )
 
 
@@ -340,7 +347,12 @@ def test_redis_outage_longer_than_down_after_one_node_stays_the_others_terminate
         url = server.url
         name = _name("long")
         with node(name, url, **FAST) as system, node_process(url, name, **FAST) as peer:
-            wait_until(lambda: len(member_addresses(system)) == 2, 10.0, "two members")
+            await_condition(
+                lambda: len(member_addresses(system)) == 2,
+                timeout=10.0,
+                interval=0.05,
+                message="two members",
+            )
             server.stop()
             # By the server's clock every member missed its beats for > down_after.
             gevent.sleep(FAST["down_after"] + 1.0)
@@ -354,13 +366,21 @@ def test_redis_outage_longer_than_down_after_one_node_stays_the_others_terminate
                 gevent.sleep(0.1)
             if system.is_terminated:
                 assert peer.proc.poll() is None, "both nodes terminated"
-                wait_until(lambda: peer.proc.poll() is None, 1.0, "the peer to stay")
+                await_condition(
+                    lambda: peer.proc.poll() is None,
+                    timeout=1.0,
+                    interval=0.05,
+                    message="the peer to stay",
+                )
             else:
                 assert peer.wait_terminated(15.0), peer.log()
                 assert "removed from the cluster" in peer.log(), peer.log()
                 me = str(Cluster(system).self_address)
-                wait_until(
-                    lambda: member_addresses(system) == {me}, 10.0, "a cluster of the survivor"
+                await_condition(
+                    lambda: member_addresses(system) == {me},
+                    timeout=10.0,
+                    interval=0.05,
+                    message="a cluster of the survivor",
                 )
 
 
@@ -373,7 +393,12 @@ def test_redis_restart_without_persistence_is_a_new_epoch_nodes_terminate(
     try:
         with node_process(url, name, **FAST) as peer:
             sink = system.actor_selection(peer.path("sink")).resolve_one(timeout=dilated(10.0))
-            wait_until(lambda: len(member_addresses(system)) == 2, 10.0, "two members")
+            await_condition(
+                lambda: len(member_addresses(system)) == 2,
+                timeout=10.0,
+                interval=0.05,
+                message="two members",
+            )
             dead = dead_letters(system)
             _traffic_during_outage(sink, "outage", redis_server.stop, count=100)
             redis_server.start()  # empty: the membership and its epoch are gone
@@ -399,13 +424,19 @@ def test_node_paused_past_down_after_terminates_itself(redis_url: str) -> None:
     name = _name("pause")
     with node(name, redis_url, **FAST) as system, node_process(redis_url, name, **FAST) as peer:
         removed = events(system, MemberRemoved)
-        wait_until(lambda: len(member_addresses(system)) == 2, 10.0, "two members")
+        await_condition(
+            lambda: len(member_addresses(system)) == 2,
+            timeout=10.0,
+            interval=0.05,
+            message="two members",
+        )
         os.kill(peer.pid, signal.SIGSTOP)
         try:
-            wait_until(
+            await_condition(
                 lambda: any(str(e.member.address) == peer.address for e in removed),
-                DETECTION_BOUND + SLACK,
-                "MemberRemoved for the paused node",
+                timeout=DETECTION_BOUND + SLACK,
+                interval=0.05,
+                message="MemberRemoved for the paused node",
             )
         finally:
             os.kill(peer.pid, signal.SIGCONT)
@@ -455,7 +486,12 @@ def test_garbage_and_oversized_inbox_entries_are_dead_letters_and_the_reader_goe
         for data in bad:
             raw.xadd(key, {b"d": data})
         raw.xadd(key, {b"x": b"a field the reader does not know"})
-        wait_until(lambda: len(dead) >= len(bad), 10.0, "a dead letter per bad entry")
+        await_condition(
+            lambda: len(dead) >= len(bad),
+            timeout=10.0,
+            interval=0.05,
+            message="a dead letter per bad entry",
+        )
         warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
         assert len(warnings) >= len(bad), warnings
         assert any("max_message_size" in w for w in warnings), warnings
@@ -482,8 +518,18 @@ def test_two_clusters_with_different_names_on_one_server_never_see_each_other(
     ):
         ups = events(a1, MemberUp)
         with node(beta_name, redis_url, **FAST) as b2:
-            wait_until(lambda: len(member_addresses(b1)) == 2, 10.0, "beta's two members")
-            wait_until(lambda: len(member_addresses(a1)) == 2, 10.0, "alpha's two members")
+            await_condition(
+                lambda: len(member_addresses(b1)) == 2,
+                timeout=10.0,
+                interval=0.05,
+                message="beta's two members",
+            )
+            await_condition(
+                lambda: len(member_addresses(a1)) == 2,
+                timeout=10.0,
+                interval=0.05,
+                message="alpha's two members",
+            )
             gevent.sleep(4 * FAST["heartbeat_interval"])
             alpha = {str(Cluster(a1).self_address), str(Cluster(a2).self_address)}
             beta = {str(Cluster(b1).self_address), str(Cluster(b2).self_address)}
@@ -520,7 +566,12 @@ def test_max_message_size_is_enforced_by_the_sender_and_the_receiver(
             target.tell(b"x" * (2 * 1024 * 1024))
         # The receiver drops what is larger than its limit: a warning and a dead letter.
         target.tell(b"y" * (32 * 1024))
-        wait_until(lambda: dead, 10.0, "a dead letter for an oversized message")
+        await_condition(
+            lambda: dead,
+            timeout=10.0,
+            interval=0.05,
+            message="a dead letter for an oversized message",
+        )
         assert any(r.levelno >= logging.WARNING for r in caplog.records)
         # Nothing of either arrived; a small message still does.
         target.tell("small")

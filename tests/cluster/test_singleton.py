@@ -18,6 +18,8 @@ from typing import Any
 
 import pytest
 
+from gactors.testkit import await_condition
+
 pytest.importorskip("redis")
 pytest.importorskip("msgspec")
 
@@ -88,13 +90,8 @@ def assert_no_overlap(records: list[dict[str, Any]]) -> None:
 
 
 def wait_until(fn: Any, timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        v = fn()
-        if v:
-            return v
-        time.sleep(0.05)
-    raise AssertionError(f"timed out ({timeout} s) waiting for {what}")
+    """``await_condition`` as test_sharding.py imports it (positional arguments)."""
+    return await_condition(fn, timeout=timeout, interval=0.05, message=what)
 
 
 class Nodes:
@@ -139,7 +136,9 @@ def test_one_instance_on_the_oldest_node_reached_through_every_proxy(nodes: Node
     a = nodes.spawn()
     b = nodes.spawn()
     c = nodes.spawn()
-    running = wait_until(nodes.running, 15, "a singleton instance")
+    running = await_condition(
+        nodes.running, timeout=15, interval=0.05, message="a singleton instance"
+    )
     assert len(running) == 1
     assert running[0]["node"] == node_of(a), "the oldest node runs it"
     for p in (a, b, c):
@@ -156,12 +155,17 @@ def test_one_instance_on_the_oldest_node_reached_through_every_proxy(nodes: Node
 def test_graceful_leave_hands_over_old_terminated_before_new_started(nodes: Nodes) -> None:
     a = nodes.spawn()
     b = nodes.spawn()
-    first = wait_until(nodes.running, 15, "the first instance")[0]
+    first = await_condition(nodes.running, timeout=15, interval=0.05, message="the first instance")[
+        0
+    ]
     assert first["node"] == node_of(a)
     assert a.command(cmd="leave")["ok"]
     assert a.wait_for("terminated", 15) is not None
-    second = wait_until(
-        lambda: [i for i in nodes.running() if i["node"] == node_of(b)], 15, "the next instance"
+    second = await_condition(
+        lambda: [i for i in nodes.running() if i["node"] == node_of(b)],
+        timeout=15,
+        interval=0.05,
+        message="the next instance",
     )[0]
     recs = nodes.records()
     stop_msg = [r for r in recs if r["ev"] == "stop-message" and r["pid"] == a.pid]
@@ -177,12 +181,17 @@ def test_graceful_leave_hands_over_old_terminated_before_new_started(nodes: Node
 def test_failover_after_sigkill_once_the_lease_expired(nodes: Nodes) -> None:
     a = nodes.spawn()
     b = nodes.spawn()
-    first = wait_until(nodes.running, 15, "the first instance")[0]
+    first = await_condition(nodes.running, timeout=15, interval=0.05, message="the first instance")[
+        0
+    ]
     assert first["node"] == node_of(a)
     killed_at = time.time()
     a.signal(signal.SIGKILL)
-    second = wait_until(
-        lambda: [i for i in nodes.running() if i["node"] == node_of(b)], 30, "the failover"
+    second = await_condition(
+        lambda: [i for i in nodes.running() if i["node"] == node_of(b)],
+        timeout=30,
+        interval=0.05,
+        message="the failover",
     )[0]
     took = second["start"] - killed_at
     bound = FAST["down_after"] + FAST["lease_ttl"] + 1.0
@@ -203,24 +212,26 @@ def test_proxy_buffers_in_order_and_overflow_is_dead_letters(nodes: Nodes) -> No
     )["ok"]
     msgs = [["rec", i] for i in range(8)]
     assert client.command(cmd="singleton-tell", name="svc", messages=msgs)["ok"]
-    dl = wait_until(
+    dl = await_condition(
         lambda: [d for d in client.command(cmd="dead-letters")["dead_letters"] if "rec" in d],
-        10,
-        "dead letters of the overflow",
+        timeout=10,
+        interval=0.05,
+        message="dead letters of the overflow",
     )
     assert dl == ["('rec', 5)", "('rec', 6)", "('rec', 7)"]
     worker = nodes.spawn(singleton=None, roles=["worker"])
     assert worker.command(
         cmd="singleton", name="svc", log=str(nodes.log), role="worker", buffer_size=5
     )["ok"]
-    got = wait_until(
+    got = await_condition(
         lambda: (
             [x for i in incarnations(nodes.records()) for _, x in i["msgs"]]
             if len([1 for r in nodes.records() if r["ev"] == "msg"]) >= 5
             else None
         ),
-        15,
-        "the buffered messages",
+        timeout=15,
+        interval=0.05,
+        message="the buffered messages",
     )
     assert got == [0, 1, 2, 3, 4]
     assert nodes.running()[0]["node"] == node_of(worker)
@@ -231,28 +242,35 @@ def test_a_paused_holder_stops_its_instance_and_tokens_only_grow(nodes: Nodes) -
     slow = {"down_after": 8.0}
     a = nodes.spawn(**slow)
     b = nodes.spawn(**slow)
-    first = wait_until(nodes.running, 15, "the first instance")[0]
+    first = await_condition(nodes.running, timeout=15, interval=0.05, message="the first instance")[
+        0
+    ]
     assert first["node"] == node_of(a)
     a.signal(signal.SIGSTOP)
     try:
-        second = wait_until(
-            lambda: [i for i in nodes.running() if i["node"] == node_of(b)], 20, "the takeover"
+        second = await_condition(
+            lambda: [i for i in nodes.running() if i["node"] == node_of(b)],
+            timeout=20,
+            interval=0.05,
+            message="the takeover",
         )[0]
     finally:
         a.signal(signal.SIGCONT)
     # Resumed past its deadline, the old holder stops its instance at once.
-    old = wait_until(
+    old = await_condition(
         lambda: [i for i in incarnations(nodes.records()) if i["pid"] == a.pid and i["stop"]],
-        10,
-        "the paused node to stop its instance",
+        timeout=10,
+        interval=0.05,
+        message="the paused node to stop its instance",
     )[0]
     assert second["token"] > old["token"]
     # Messages after the takeover reach the new instance only.
     assert a.command(cmd="singleton-tell", name="svc", messages=[["rec", "after"]])["ok"]
-    wait_until(
+    await_condition(
         lambda: [1 for r in nodes.records() if r["ev"] == "msg" and r["x"] == "after"],
-        10,
-        "the message after the takeover",
+        timeout=10,
+        interval=0.05,
+        message="the message after the takeover",
     )
     after = [r for r in nodes.records() if r["ev"] == "msg" and r["x"] == "after"]
     assert [r["pid"] for r in after] == [b.pid]

@@ -1,4 +1,5 @@
-"""Fixtures and hypothesis profiles of the reliability suite.
+"""Hypothesis profiles of the reliability suite (its ``system`` fixture is
+``tests/conftest.py``'s).
 
 Hypothesis profiles (applied to this suite's tests only, never loaded globally):
 
@@ -15,12 +16,9 @@ Hypothesis profiles (applied to this suite's tests only, never loaded globally):
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 
 import pytest
 from hypothesis import HealthCheck, settings
-
-from gactors import ActorSystem
 
 PROFILE_ENV = "GACTORS_HYPOTHESIS_PROFILE"
 EXAMPLES_ENV = "GACTORS_HYPOTHESIS_EXAMPLES"
@@ -57,15 +55,3 @@ def hypothesis_settings() -> settings:
     if examples:
         return settings(base, max_examples=int(examples))
     return base
-
-
-@pytest.fixture
-def system(request: pytest.FixtureRequest) -> Iterator[ActorSystem]:
-    """A fresh system per test; the test fails if it does not terminate in time."""
-    name = "".join(c if c.isalnum() else "-" for c in request.node.name)[:40].strip("-") or "t"
-    s = ActorSystem(name)
-    try:
-        yield s
-    finally:
-        s.terminate()
-        assert s.await_termination(10.0), f"system did not terminate:\n{s.tree()}"

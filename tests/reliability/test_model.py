@@ -88,6 +88,7 @@ from gactors import (
     SupervisorStrategy,
     Terminated,
 )
+from gactors.testkit import await_condition
 
 from ._model import DECIDER_KINDS, HOOKS, PROBE, Ambiguous, Model, Msg, NodeCfg
 from .conftest import PROFILE_ENV, hypothesis_settings
@@ -409,11 +410,11 @@ def settle(system: ActorSystem) -> None:
 def wait_for_no_workers(system: ActorSystem, timeout: float = SETTLE_TIMEOUT) -> None:
     """After termination: wait until every worker greenlet ended (a lingering worker
     retires after ``gactors._dispatch.LINGER`` seconds)."""
-    deadline = monotonic() + timeout
-    while system.dispatcher.workers:
-        if monotonic() > deadline:
-            raise AssertionError(f"worker greenlets left after terminate(): {system.tree()}")
-        gevent.sleep(0.01)
+    await_condition(
+        lambda: not system.dispatcher.workers,
+        timeout=timeout,
+        message="every worker greenlet to end after terminate()",
+    )
 
 
 # -- the state machine ---------------------------------------------------------------------------

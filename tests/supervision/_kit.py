@@ -1,24 +1,22 @@
 """Test helpers of the supervision conformance suite.
 
 ``Probe`` and ``event_filter`` are ``gactors.testkit``'s ``TestProbe`` and
-``event_filter`` (SPEC §15): the suite dogfoods the testkit. ``mute``, ``LogRecorder``
-and ``wait_for`` are local. Every wait has an explicit timeout.
+``event_filter`` (SPEC §15): the suite dogfoods the testkit. ``mute`` and ``LogRecorder``
+are local; a condition no message reports is awaited with
+``gactors.testkit.await_condition``. Every wait has an explicit timeout.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-import time
-from collections.abc import Callable, Iterator
-
-import gevent
+from collections.abc import Iterator
 
 from gactors import ActorSystem, LogEvent
 from gactors.testkit import TestProbe as Probe
 from gactors.testkit import event_filter
 
-__all__ = ["DEFAULT_TIMEOUT", "LogRecorder", "Probe", "event_filter", "mute", "wait_for"]
+__all__ = ["DEFAULT_TIMEOUT", "LogRecorder", "Probe", "event_filter", "mute"]
 
 DEFAULT_TIMEOUT = 5.0
 """Generous: the machine is shared; a passing test never waits this long."""
@@ -56,12 +54,3 @@ class LogRecorder:
 
     def close(self) -> None:
         self._system.event_stream.unsubscribe(self._on_event)
-
-
-def wait_for(predicate: Callable[[], bool], timeout: float = DEFAULT_TIMEOUT) -> None:
-    """Poll a condition on internal state that no message can report (sparingly used)."""
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout} s")
-        gevent.sleep(0.005)

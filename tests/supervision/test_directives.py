@@ -28,9 +28,10 @@ from gactors import (
     default_decider,
 )
 from gactors import _sysmsg as sm
+from gactors.testkit import await_condition
 
 from ._actors import Boom, Fail, Supervisor, worker_props
-from ._kit import Probe, event_filter, mute, wait_for
+from ._kit import DEFAULT_TIMEOUT, Probe, event_filter, mute
 
 
 def _supervisor(system: ActorSystem, decider: Any, **kw: Any) -> Any:
@@ -457,7 +458,7 @@ def test_failure_of_a_child_being_stopped_is_ignored(
     actor_system.stop(sup)
     # No message can tell us when the supervisor has begun stopping (it is waiting for
     # the busy kid); look at its state.
-    wait_for(lambda: sup._cell.is_terminating)
+    await_condition(lambda: sup._cell.is_terminating, timeout=DEFAULT_TIMEOUT)
     release.set()
     probe.expect_msg("kid stopped")
     probe.expect_no_message()

@@ -10,12 +10,10 @@ Ported from the EventFilter expectations that run through Akka's supervision spe
 from __future__ import annotations
 
 import logging
-import time
 import traceback
 from collections.abc import Iterator
 from typing import Any
 
-import gevent
 import pytest
 
 from gactors import (
@@ -29,6 +27,7 @@ from gactors import (
     PreRestartException,
     Props,
 )
+from gactors.testkit import await_condition
 
 from ._actors import Boom, Fail, Supervisor, worker_props
 from ._kit import LogRecorder, Probe
@@ -235,9 +234,7 @@ def test_the_failure_log_shows_the_actors_traceback_not_the_askers(
     asker_frames = [f.name for f in traceback.extract_tb(raised.value.__traceback__)]
     assert "the_askers_own_function" in asker_frames
 
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline and not [r for r in caplog.records if r.exc_info]:
-        gevent.sleep(0.02)
+    await_condition(lambda: [r for r in caplog.records if r.exc_info], timeout=5, interval=0.02)
     [record] = [r for r in caplog.records if r.exc_info and r.exc_info[1] is raised.value]
     assert record.exc_info is not None
     logged = [f.name for f in traceback.extract_tb(record.exc_info[2])]

@@ -321,3 +321,9 @@ def test_a_fatal_exception_in_a_system_message_is_handled_once(
         probe.receive_one(5.0)  # blocked in the hub: gevent re-raises it here
     assert actor_system.await_termination(5.0)
     assert calls == ["pre_start"]
+
+
+# -- bad inputs (issue 8: what this API must refuse; nothing may hang) -----------------------------
+def test_unknown_guardian_strategy_names_the_known_ones() -> None:
+    with pytest.raises(PluginError, match="default"):
+        ActorSystem("bad", config={"guardian_supervisor_strategy": "no-such-strategy"})

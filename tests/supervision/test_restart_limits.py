@@ -14,6 +14,7 @@ from typing import Any
 
 import gevent
 import pytest
+from _inputs import NAN
 
 from gactors import (
     Actor,
@@ -275,3 +276,26 @@ def test_several_children_killed_at_once_all_restart(
         got = probe.receive_n(4)
     assert sorted(name for _, name in got) == ["actor1", "actor2", "actor3", "actor4"]
     assert [w.ask("status", timeout=5.0) for w in workers] == ["OK"] * 4
+
+
+# -- bad inputs (issue 8: what this API must refuse; nothing may hang) -----------------------------
+@pytest.mark.parametrize("cls", [OneForOneStrategy, AllForOneStrategy])
+def test_invalid_strategy_arguments(cls: Any) -> None:
+    for max_retries in (-2, 1.5, "3", True):
+        with pytest.raises(ValueError, match="max_retries"):
+            cls(max_retries=max_retries)
+    for within in (0, -1, NAN, "1", True):
+        with pytest.raises(ValueError, match="within"):
+            cls(max_retries=1, within=within)
+    with pytest.raises(ValueError, match="within needs an explicit max_retries"):
+        cls(within=1.0)
+    with pytest.raises(ValueError, match="within needs an explicit max_retries"):
+        cls(max_retries=-1, within=timedelta(seconds=1))
+    with pytest.raises(TypeError, match="decider"):
+        cls(42)
+    with pytest.raises(TypeError, match="not an exception class"):
+        cls({"ValueError": Directive.RESTART})
+    with pytest.raises(TypeError, match="must be a Directive"):
+        cls({ValueError: "restart"})
+    with pytest.raises(TypeError, match="not an exception class"):
+        cls([ValueError, 3])

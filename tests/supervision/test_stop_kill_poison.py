@@ -30,11 +30,12 @@ from gactors import (
     SupervisorStrategy,
 )
 from gactors.pattern import graceful_stop
+from gactors.testkit import await_condition
 
-from ._kit import Probe, event_filter, wait_for
+from ._kit import DEFAULT_TIMEOUT, Probe, event_filter
 
 
-class Echo(Actor):
+class Reporter(Actor):
     """Reports every message to ``report``; can block on ``gate`` while processing."""
 
     def __init__(self, report: ActorRef, gate: Event | None = None, entered: Event | None = None):
@@ -72,7 +73,7 @@ def _expect_dead(dead: Probe, recipient: ActorRef, messages: Iterable[Any]) -> N
 
 def test_poison_pill_after_queued_messages(actor_system: ActorSystem, probe: Probe) -> None:
     dead = _dead_letters(actor_system)
-    a = actor_system.actor_of(Props(Echo, probe.ref))
+    a = actor_system.actor_of(Props(Reporter, probe.ref))
     for m in (1, 2, PoisonPill, 3, 4):
         a.tell(m)
     assert probe.receive_n(3) == [1, 2, "post_stop"]
@@ -82,7 +83,7 @@ def test_poison_pill_after_queued_messages(actor_system: ActorSystem, probe: Pro
 
 def test_kill_after_queued_messages(actor_system: ActorSystem, probe: Probe) -> None:
     dead = _dead_letters(actor_system)
-    a = actor_system.actor_of(Props(Echo, probe.ref))
+    a = actor_system.actor_of(Props(Reporter, probe.ref))
     with event_filter(actor_system, ActorKilledException, occurrences=1, level=40):
         for m in (1, 2, Kill, 3, 4):
             a.tell(m)
@@ -94,7 +95,7 @@ def test_context_stop_self_finishes_the_current_message(
     actor_system: ActorSystem, probe: Probe
 ) -> None:
     dead = _dead_letters(actor_system)
-    a = actor_system.actor_of(Props(Echo, probe.ref))
+    a = actor_system.actor_of(Props(Reporter, probe.ref))
     for m in (1, "stop self", 2, 3):
         a.tell(m)
     assert probe.receive_n(3) == [1, "after stop self", "post_stop"]
@@ -104,7 +105,7 @@ def test_context_stop_self_finishes_the_current_message(
 def test_system_stop_finishes_the_current_message(actor_system: ActorSystem, probe: Probe) -> None:
     dead = _dead_letters(actor_system)
     gate, entered = Event(), Event()
-    a = actor_system.actor_of(Props(Echo, probe.ref, gate, entered))
+    a = actor_system.actor_of(Props(Reporter, probe.ref, gate, entered))
     a.tell("block")
     a.tell("behind")
     assert entered.wait(5.0)
@@ -281,7 +282,7 @@ def test_stopping_a_failed_actor_awaiting_its_supervisor(
 
 
 def test_stop_twice_gives_one_terminated(actor_system: ActorSystem, probe: Probe) -> None:
-    a = actor_system.actor_of(Props(Echo, probe.ref))
+    a = actor_system.actor_of(Props(Reporter, probe.ref))
     watcher = Probe(actor_system)
     watcher.watch(a)
     actor_system.stop(a)
@@ -301,7 +302,7 @@ def test_children_mailboxes_go_to_dead_letters_when_the_parent_stops(
 
     class Parent(Actor):
         def __init__(self) -> None:
-            self.kid = self.context.actor_of(Props(Echo, probe.ref, gate, entered), "kid")
+            self.kid = self.context.actor_of(Props(Reporter, probe.ref, gate, entered), "kid")
 
         def receive(self, message: Any) -> None:
             self.kid.tell("block")
@@ -313,7 +314,7 @@ def test_children_mailboxes_go_to_dead_letters_when_the_parent_stops(
     actor_system.stop(parent)
     # The kid learns of it only once the parent processed its stop; no message can
     # tell us when that happened, so look at the parent's state.
-    wait_for(lambda: parent._cell.is_terminating)
+    await_condition(lambda: parent._cell.is_terminating, timeout=DEFAULT_TIMEOUT)
     gate.set()
     assert probe.receive_n(2) == ["block finished", "post_stop"]
     letter = dead.expect_msg_type(DeadLetter)
@@ -324,7 +325,7 @@ def test_children_mailboxes_go_to_dead_letters_when_the_parent_stops(
 def test_graceful_stop_resolves_true_once_terminated(
     actor_system: ActorSystem, probe: Probe, stop_message: Any
 ) -> None:
-    a = actor_system.actor_of(Props(Echo, probe.ref))
+    a = actor_system.actor_of(Props(Reporter, probe.ref))
     with event_filter(actor_system, ActorKilledException, occurrences=int(stop_message is Kill)):
         assert graceful_stop(a, 5.0, stop_message).get(5.0) is True
     probe.expect_msg("post_stop")

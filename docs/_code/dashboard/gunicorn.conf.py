@@ -1,7 +1,7 @@
 """gunicorn.conf.py for several workers with gactors' Prometheus metrics (docs/dashboard.md).
 
 Start with ``gunicorn -c gunicorn.conf.py ops_app:application``; the test suite runs it
-(tests/test_dashboard_gunicorn.py).
+(tests/contrib/test_dashboard_gunicorn.py).
 """
 
 import os

@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from conftest import Echo
+from _actors import Echo
 
-from gactors import Actor, ActorPath, ActorSystem, InvalidActorNameException, Props
+from gactors import Actor, ActorPath, ActorRef, ActorSystem, InvalidActorNameException, Props
 from gactors.testkit import TestProbe
 
 
@@ -135,3 +135,39 @@ def test_paths_made_on_first_use_are_right_even_after_the_parents_stopped(
     assert generated.name.startswith("$")
     # Equality and hashing go by path and uid, whichever ref built its path first.
     assert {leaf: 1}[leaf] == 1 and leaf != mid and hash(leaf) != hash(mid)
+
+
+# -- bad inputs (issue 8: what this API must refuse; nothing may hang) -----------------------------
+@pytest.mark.parametrize("name", [".", ".."])
+def test_dot_names_are_refused(system: ActorSystem, name: str) -> None:
+    with pytest.raises(InvalidActorNameException, match="relative path element"):
+        system.actor_of(Props(Echo), name)
+
+    class Parent(Actor):
+        def receive(self, message: Any) -> None:
+            try:
+                self.context.actor_of(Props(Echo), name)
+                self.sender.tell("created")
+            except InvalidActorNameException as e:
+                self.sender.tell(str(e))
+
+    assert "relative path element" in system.actor_of(Props(Parent)).ask("go", timeout=5)
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/user//echo",
+        "/user/echo/",
+        "//user/echo",
+        "/user/./echo",
+        "/user/x/../echo",
+        "gactors://{name}/user//echo",
+        "gactors://{name}/user/echo/",
+    ],
+)
+def test_paths_with_empty_or_dot_elements_name_no_actor(
+    system: ActorSystem, echo: ActorRef, path: str
+) -> None:
+    assert system.lookup("/user/echo") == echo
+    assert system.lookup(path.format(name=system.name)) is None

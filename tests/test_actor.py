@@ -1,4 +1,5 @@
-"""Actor, Props and ActorContext (SPEC section 3)."""
+"""Actor and its context in use (SPEC section 3); Props: test_props.py; what the context
+refuses: test_context.py."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import logging
 from typing import Any
 
 import pytest
-from conftest import Collector, Echo, Recorder
+from _actors import Collector, Echo, Recorder
 from gevent.queue import Queue
 
 import gactors
@@ -54,59 +55,6 @@ def test_self_log_tags_records_with_path(
 def test_direct_instantiation_is_refused() -> None:
     with pytest.raises(IllegalStateError, match="actor_of"):
         Echo()
-
-
-def test_props_factory_called_again_on_restart(system: ActorSystem) -> None:
-    calls: list[int] = []
-
-    def factory(n: int) -> Actor:
-        calls.append(n)
-        return Echo()
-
-    ref = system.actor_of(Props(factory, 7))
-    assert ref.ask("a", timeout=2) == "a"
-    assert calls == [7]
-
-    class Boom(Actor):
-        def receive(self, message: Any) -> None:
-            if message == "boom":
-                raise RuntimeError("x")
-            self.sender.tell(message)
-
-    built: list[int] = []
-
-    def boom_factory() -> Actor:
-        built.append(1)
-        return Boom()
-
-    b = system.actor_of(Props(boom_factory))
-    assert b.ask(1, timeout=2) == 1
-    b.tell("boom")
-    assert b.ask(2, timeout=2) == 2
-    assert len(built) == 2
-
-
-def test_props_validation() -> None:
-    with pytest.raises(TypeError, match="callable"):
-        Props(42)  # type: ignore[arg-type]
-    with pytest.raises(TypeError, match=r"not a gactors\.Actor subclass"):
-        Props(dict)  # type: ignore[arg-type]
-    p = Props(Echo)
-    assert p.with_dispatcher("default").dispatcher == "default"
-    assert p.with_mailbox(10).mailbox_capacity == 10
-    with pytest.raises(ValueError):
-        p.with_mailbox(0)
-    assert "Echo" in repr(p)
-
-
-def test_factory_returning_non_actor_fails_creation(system: ActorSystem) -> None:
-    errors = Collector()
-    system.event_stream.subscribe(errors, gactors.LogEvent)
-    ref = system.actor_of(Props(lambda: "not an actor"))  # type: ignore[arg-type, return-value]
-    ev = errors.get()
-    assert ev.level == logging.ERROR and ev.source == str(ref.path)
-    assert isinstance(ev.cause, gactors.ActorInitializationException)
-    assert "not a gactors.Actor" in str(ev.cause)
 
 
 def test_unknown_dispatcher_is_rejected(system: ActorSystem) -> None:
@@ -269,26 +217,6 @@ def test_become_and_unbecome(system: ActorSystem) -> None:
     assert ref.ask("z", timeout=2) == "happy:z"
 
 
-def test_behavior_stack_resets_on_restart(system: ActorSystem) -> None:
-    class Flip(Actor):
-        def receive(self, message: Any) -> None:
-            if message == "flip":
-                self.context.become(self.flipped)
-            else:
-                self.sender.tell("normal")
-
-        def flipped(self, message: Any) -> None:
-            if message == "boom":
-                raise ValueError("boom")
-            self.sender.tell("flipped")
-
-    ref = system.actor_of(Props(Flip))
-    ref.tell("flip")
-    assert ref.ask("?", timeout=2) == "flipped"
-    ref.tell("boom")
-    assert ref.ask("?", timeout=2) == "normal"
-
-
 def test_become_needs_callable(system: ActorSystem) -> None:
     q: Queue = Queue()
 
@@ -303,21 +231,6 @@ def test_become_needs_callable(system: ActorSystem) -> None:
     assert "callable" in q.get(timeout=2)
 
 
-def test_default_strategy_restarts_with_fresh_state(system: ActorSystem) -> None:
-    class Counter(Actor):
-        def __init__(self, start: int = 0) -> None:
-            self.n = start
-
-        def receive(self, message: Any) -> None:
-            if message == "inc":
-                self.n += 1
-            elif message == "get":
-                self.sender.tell(self.n)
-            elif message == "boom":
-                raise ValueError("boom")
-
-    counter = system.actor_of(Props(Counter, 5), "counter")
-    counter.tell("inc")
-    assert counter.ask("get", timeout=1.0) == 6
-    counter.tell("boom")
-    assert counter.ask("get", timeout=1.0) == 5
+def test_an_actor_cannot_be_instantiated_directly() -> None:
+    with pytest.raises(IllegalStateError, match="cannot be instantiated directly"):
+        Echo()

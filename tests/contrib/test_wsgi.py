@@ -16,6 +16,7 @@ from typing import Any
 import gevent
 import gevent.event
 import pytest
+from _actors import Echo
 
 import gactors.contrib as contrib
 from gactors import Actor, ActorSystem, IllegalStateError, Props
@@ -24,11 +25,6 @@ from gactors.contrib.gunicorn import GunicornHooks, queued_messages, resolve_fac
 from gactors.contrib.wsgi import ENVIRON_KEY, GactorsMiddleware, get_system
 
 WORKER_LOG = "tests.contrib.worker"
-
-
-class Echo(Actor):
-    def receive(self, message: Any) -> None:
-        self.sender.tell(message)
 
 
 class Stuck(Actor):

@@ -6,11 +6,21 @@ from typing import Any
 
 import gevent
 import pytest
-from conftest import Echo, Recorder
+from _actors import Collector, Echo, Recorder
+from _inputs import WAIT
 from gevent.queue import Queue
 
 import gactors
-from gactors import Actor, ActorPath, ActorSystem, IllegalStateError, Props
+from gactors import (
+    Actor,
+    ActorPath,
+    ActorRef,
+    ActorSystem,
+    AskTimeoutError,
+    IllegalStateError,
+    InvalidActorNameException,
+    Props,
+)
 
 
 def test_three_guardians_exist(system: ActorSystem) -> None:
@@ -196,3 +206,144 @@ def test_import_never_patches_nor_starts_greenlets_or_threads() -> None:
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "clean"
+
+
+# -- bad inputs (issue 8: what this API must refuse; nothing may hang) -----------------------------
+@pytest.mark.parametrize("name", ["", "a b", "-x", "x/y", "é", None, 5, "$sys"])
+def test_invalid_system_names(name: Any) -> None:
+    with pytest.raises(ValueError, match="invalid actor system name"):
+        ActorSystem(name)
+
+
+@pytest.mark.parametrize("name", ["", "a/b", "$reserved", "a b", "ü", 5, b"bytes"], ids=repr)
+def test_invalid_actor_names(system: ActorSystem, name: Any) -> None:
+    with pytest.raises(InvalidActorNameException):
+        system.actor_of(Props(Echo), name)
+
+
+def test_actor_of_refuses_what_is_not_props_and_taken_names(system: ActorSystem) -> None:
+    with pytest.raises(TypeError, match="needs a Props"):
+        system.actor_of(Echo)  # type: ignore[arg-type]
+    system.actor_of(Props(Echo), "taken")
+    with pytest.raises(InvalidActorNameException, match="not unique"):
+        system.actor_of(Props(Echo), "taken")
+    with pytest.raises(ValueError, match="unknown dispatcher"):
+        system.actor_of(Props(Echo).with_dispatcher("other"))
+
+
+def test_await_termination_inside_an_actor_is_refused(echo: ActorRef) -> None:
+    kind, text = echo.ask("await termination", timeout=WAIT)
+    assert kind == "refused" and "cannot wait for the termination of its own system" in text
+
+
+def test_terminate_from_inside_an_actor(system: ActorSystem) -> None:
+    class Quitter(Actor):
+        def receive(self, message: Any) -> None:
+            self.context.system.terminate()
+
+    system.actor_of(Props(Quitter), "q").tell("quit")
+    assert system.await_termination(WAIT)
+
+
+def test_invalid_system_method_arguments(system: ActorSystem) -> None:
+    with pytest.raises(TypeError, match="stop"):
+        system.stop("x")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="callable"):
+        system.register_on_termination(42)  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        system.lookup(42)  # type: ignore[arg-type]
+    with pytest.raises(ValueError):
+        system.lookup("not a path")
+    assert system.lookup("/user/nobody") is None
+    with pytest.raises(ValueError, match="belongs to system 'other-system'"):
+        system.lookup("gactors://other-system/user/x")
+    system.stop(system.dead_letters)  # not an actor: nothing happens
+
+
+def test_everything_on_a_terminated_system(system: ActorSystem, dead_letters: Collector) -> None:
+    ref = system.actor_of(Props(Echo), "e")
+    probe_events = Collector()
+    system.event_stream.subscribe(probe_events, str)
+    fut = system.terminate()
+    assert system.await_termination(WAIT)
+    assert system.terminate() is fut  # idempotent
+    assert system.is_terminated
+    with pytest.raises(IllegalStateError, match="terminated"):
+        system.actor_of(Props(Echo))
+    with pytest.raises(IllegalStateError, match="terminated"):
+        system.register_on_termination(lambda: None)
+    with pytest.raises(IllegalStateError, match="closed"):
+        system.scheduler.schedule_once(0.1, ref, "x")
+    ref.tell("after the end")  # never raises: a dead letter
+    assert [e.message for e in dead_letters.events] == ["after the end"]
+    with pytest.raises(AskTimeoutError):
+        ref.ask("anyone?", timeout=0.1)
+    assert system.lookup("/user/e") is None
+    system.stop(ref)  # nothing to stop
+    system.event_stream.publish("still delivered")
+    assert probe_events.events == ["still delivered"]
+    assert "[dead]" in system.tree()
+
+
+def test_actor_of_while_terminating(system: ActorSystem) -> None:
+    class Slow(Actor):
+        def receive(self, message: Any) -> None:
+            gevent.sleep(0.2)
+
+    system.actor_of(Props(Slow), "slow").tell("work")
+    gevent.sleep(0.01)
+    system.terminate()
+    with pytest.raises(IllegalStateError, match="terminat"):
+        system.actor_of(Props(Echo))
+    assert system.await_termination(WAIT)
+
+
+def test_stop_refuses_a_ref_of_another_system(system: ActorSystem, echo: ActorRef) -> None:
+    with ActorSystem("other") as other:
+        foreign = other.actor_of(Props(Echo), "foreign")
+
+        class Stopper(Actor):
+            def receive(self, message: Any) -> None:
+                try:
+                    self.context.stop(message)
+                    self.sender.tell("stopped")
+                except ValueError as e:
+                    self.sender.tell(str(e))
+
+        with pytest.raises(ValueError, match="belongs to actor system 'other'"):
+            system.stop(foreign)
+        stopper = system.actor_of(Props(Stopper))
+        assert "belongs to actor system 'other'" in stopper.ask(foreign, timeout=5)
+        assert foreign.ask("still here", timeout=5) == "still here"
+        with pytest.raises(ValueError, match=f"belongs to actor system '{system.name}'"):
+            other.stop(echo)
+    assert echo.ask("alive", timeout=5) == "alive"
+
+
+def test_stop_refuses_the_guardians(system: ActorSystem, echo: ActorRef) -> None:
+    user = system.lookup("/user")
+    root = system.lookup("/")
+    sysg = system.lookup("/system")
+    assert user is not None and root is not None and sysg is not None
+    for guardian in (user, sysg, root):
+        with pytest.raises(ValueError, match="use terminate"):
+            system.stop(guardian)
+
+    class Stopper(Actor):
+        def receive(self, message: Any) -> None:
+            try:
+                self.context.stop(message)
+                self.sender.tell("stopped")
+            except ValueError as e:
+                self.sender.tell(str(e))
+
+    stopper = system.actor_of(Props(Stopper))
+    for guardian in (user, sysg, root):
+        assert "use terminate()" in stopper.ask(guardian, timeout=5)
+    gevent.sleep(0.05)
+    assert not system.is_terminated
+    assert echo.ask("alive", timeout=5) == "alive"
+    # An actor may still stop itself, and system.stop a top-level actor.
+    system.stop(stopper)
+    system.terminate()
+    assert system.await_termination(10)

@@ -27,6 +27,7 @@ from prometheus_client.parser import text_string_to_metric_families  # noqa: E40
 
 from gactors import Actor, ActorSystem, HubBlocked, Props  # noqa: E402
 from gactors.contrib.prometheus import ActorSystemMetrics, metrics_app  # noqa: E402
+from gactors.testkit import await_condition  # noqa: E402
 
 
 class Worker(Actor):
@@ -143,11 +144,13 @@ def test_periodic_refresh_without_scrapes(system: ActorSystem) -> None:
     ActorSystemMetrics(system, registry=registry, interval=0.05)
     for _ in range(5):
         system.actor_of(Props(Worker))
-    deadline = time.monotonic() + 10
     # get_sample_value reads the gauge as it is: no scrape-time refresh involved.
-    while registry.get_sample_value("gactors_actors", {"system": "metrics"}) != 8:
-        assert time.monotonic() < deadline, "the periodic refresh did not run"
-        gevent.sleep(0.02)
+    await_condition(
+        lambda: registry.get_sample_value("gactors_actors", {"system": "metrics"}) == 8,
+        timeout=10,
+        interval=0.02,
+        message="the periodic refresh set gactors_actors to 8",
+    )
 
 
 def test_terminated_system_drops_its_gauges() -> None:

@@ -8,7 +8,7 @@ from typing import Any
 
 import gevent
 import pytest
-from conftest import Collector, Recorder
+from _actors import Collector, Recorder
 from gevent.queue import Queue
 
 import gactors
@@ -138,3 +138,12 @@ def test_subscribe_from_a_foreign_thread_is_carried_to_the_hub(system: ActorSyst
     assert results == [True, False]
     system.event_stream.publish(Sub())
     assert isinstance(c.get(), Sub)
+
+
+# -- bad inputs (issue 8: what this API must refuse; nothing may hang) -----------------------------
+def test_invalid_event_stream_arguments(system: ActorSystem) -> None:
+    with pytest.raises(TypeError, match="subscriber"):
+        system.event_stream.subscribe(42, str)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="class"):
+        system.event_stream.subscribe(print, "str")  # type: ignore[arg-type]
+    assert system.event_stream.unsubscribe(print) is False

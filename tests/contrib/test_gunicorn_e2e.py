@@ -27,7 +27,7 @@ import pytest
 
 pytestmark = pytest.mark.slow
 
-EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "flask-gunicorn"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "flask-gunicorn"
 REQUESTS = 300
 CRASHES = 4
 CLIENTS = 16

@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import time
+from datetime import timedelta
 from typing import Any
 
 import gevent
 import pytest
-from conftest import Collector, Echo, Recorder
+from _actors import Collector, Echo, Recorder, ReentrantEcho
+from _inputs import BAD_TIMEOUTS, NOT_DURATIONS, WAIT, short
 from gevent.queue import Queue
 
 import gactors
 from gactors import (
     Actor,
     ActorIdentity,
+    ActorRef,
     ActorSystem,
     AskTimeoutError,
     Identify,
@@ -22,8 +25,10 @@ from gactors import (
     PoisonPill,
     Props,
     Status,
+    pattern,
 )
 from gactors._threads import start_new_thread
+from gactors.testkit import event_filter
 
 
 def test_tell_none_is_rejected(system: ActorSystem) -> None:
@@ -435,3 +440,119 @@ def test_ask_timeout_none_means_the_default_ask_timeout() -> None:
         system.stop(stopping)
         with pytest.raises(AskTimeoutError):
             fut.get(3)
+
+
+# -- bad inputs (issue 8: what this API must refuse; nothing may hang) -----------------------------
+def test_none_is_not_a_message(system: ActorSystem, echo: ActorRef) -> None:
+    with pytest.raises(InvalidMessageException):
+        echo.tell(None)
+    with pytest.raises(InvalidMessageException):
+        echo.ask(None, timeout=1.0)
+    with pytest.raises(InvalidMessageException):
+        system.dead_letters.tell(None)
+    with pytest.raises(InvalidMessageException):
+        system.scheduler.schedule_once(0.1, echo, None)
+    with pytest.raises(ValueError, match="cannot publish None"):
+        system.event_stream.publish(None)
+
+
+@pytest.mark.parametrize("timeout", BAD_TIMEOUTS, ids=short)
+def test_bad_ask_timeouts(echo: ActorRef, timeout: Any) -> None:
+    with pytest.raises(ValueError, match="ask timeout"):
+        echo.ask("x", timeout=timeout)
+    with pytest.raises(ValueError, match="ask timeout"):
+        pattern.ask(echo, "x", timeout)
+
+
+@pytest.mark.parametrize("timeout", NOT_DURATIONS, ids=short)
+def test_ask_timeouts_of_the_wrong_type(echo: ActorRef, timeout: Any) -> None:
+    with pytest.raises(TypeError, match="ask timeout must be a number of seconds or a timedelta"):
+        echo.ask("x", timeout=timeout)
+
+
+def test_a_huge_ask_timeout_is_a_clear_value_error(echo: ActorRef) -> None:
+    # It used to escape as OverflowError from deep inside gevent.
+    with pytest.raises(ValueError, match="ask timeout is too large: an int of 1329 bits"):
+        echo.ask("x", timeout=10**400)
+
+
+def test_durations_may_be_timedeltas(echo: ActorRef, system: ActorSystem) -> None:
+    assert echo.ask("x", timeout=timedelta(seconds=WAIT)) == "x"
+    assert pattern.ask(echo, "y", timedelta(seconds=WAIT)).get(WAIT) == "y"
+    assert pattern.graceful_stop(echo, timedelta(seconds=WAIT)).get(WAIT) is True
+
+
+def test_asking_a_stopped_actor_times_out_and_the_message_is_a_dead_letter(
+    system: ActorSystem, dead_letters: Collector
+) -> None:
+    ref = system.actor_of(Props(Echo), "gone")
+    assert pattern.graceful_stop(ref, WAIT).get(WAIT) is True
+    with pytest.raises(AskTimeoutError, match="gone"):
+        ref.ask("anyone?", timeout=0.2)
+    assert [e.message for e in dead_letters.events] == ["anyone?"]
+
+
+def test_a_reply_after_the_timeout_is_a_dead_letter(
+    system: ActorSystem, echo: ActorRef, dead_letters: Collector
+) -> None:
+    with pytest.raises(AskTimeoutError):
+        echo.ask("slow", timeout=0.05)
+    assert echo.ask("sync", timeout=WAIT) == "sync"  # the slow reply has been sent by now
+    assert [(e.message, e.sender) for e in dead_letters.events] == [("slow reply", echo)]
+
+
+def test_a_second_reply_is_a_dead_letter(
+    system: ActorSystem, echo: ActorRef, dead_letters: Collector
+) -> None:
+    assert echo.ask("twice", timeout=WAIT) == "first"
+    assert echo.ask("sync", timeout=WAIT) == "sync"
+    assert [e.message for e in dead_letters.events] == ["second"]
+
+
+def test_status_replies(system: ActorSystem, echo: ActorRef) -> None:
+    assert echo.ask(Status.Success(3), timeout=WAIT) == 3
+    with pytest.raises(KeyError):
+        echo.ask(Status.Failure(KeyError("k")), timeout=WAIT)
+
+
+def test_status_failure_needs_an_exception() -> None:
+    for bad in ("not an exception", None, 42, ValueError):
+        with pytest.raises(TypeError, match=r"Status\.Failure needs an exception instance"):
+            Status.Failure(bad)  # type: ignore[arg-type]
+    assert isinstance(Status.Failure(KeyError("k")).cause, KeyError)
+
+
+def test_forward_outside_an_actor(echo: ActorRef) -> None:
+    with pytest.raises(IllegalStateError, match="inside an actor"):
+        echo.forward("x")
+
+
+def test_a_sender_that_is_not_a_ref_fails_the_actor_that_replies(
+    system: ActorSystem, echo: ActorRef
+) -> None:
+    """``tell`` does not check ``sender`` (the hot path): the actor fails when it uses
+    it, and is supervised like any failure."""
+    with event_filter(system, AttributeError, message="tell"):
+        echo.tell("hello", 42)  # type: ignore[arg-type]
+    assert echo.ask("still alive", timeout=WAIT) == "still alive"
+
+
+def test_an_actor_asking_itself_blocking_is_refused(echo: ActorRef) -> None:
+    kind, text = echo.ask("ask myself", timeout=WAIT)
+    assert kind == "refused" and "cannot block asking itself" in text
+
+
+def test_an_actor_asking_itself_without_blocking_gets_its_reply(echo: ActorRef) -> None:
+    assert echo.ask("ask myself later", timeout=WAIT) == "hello"
+
+
+def test_two_actors_asking_each_other_time_out_instead_of_hanging(
+    system: ActorSystem,
+) -> None:
+    a = system.actor_of(Props(ReentrantEcho), "a")
+    b = system.actor_of(Props(ReentrantEcho), "b")
+    # a asks b, which asks a back while a is blocked in its ask: b's ask times out,
+    # then b answers, and a gets b's answer.
+    outcome = a.ask(("ask", b, ("ask", a, "ping", 0.2), 2.0), timeout=WAIT)
+    assert outcome[0] == "answer"
+    assert outcome[1][0] == "timed out"

@@ -25,7 +25,7 @@ import pytest
 
 pytestmark = pytest.mark.slow
 
-CODE = Path(__file__).resolve().parent.parent / "docs" / "_code" / "dashboard"
+CODE = Path(__file__).resolve().parents[2] / "docs" / "_code" / "dashboard"
 TOKEN = "ops-token"
 PER_WORKER = 3 + 5  # the guardians and the five greeters
 

@@ -9,7 +9,7 @@ from typing import Any
 import gevent
 import greenlet
 import pytest
-from conftest import Collector, Echo, Recorder
+from _actors import Collector, Echo, Recorder
 from gevent import monkey
 from gevent.event import Event
 from gevent.queue import Queue
