@@ -185,7 +185,10 @@ class Dispatcher:
         running one gets parked inside an actor)."""
         parked = self.parked
         if parked is not None:
-            self._unpark(parked)
+            # _unpark, written out (a call less per ask of a request/response pattern).
+            self.parked = None
+            self._linger.stop()
+            self._run_callback(parked.switch, True)
         elif not self.workers:
             self._spawn()
         self.armed = True
