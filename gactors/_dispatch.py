@@ -190,15 +190,22 @@ class Dispatcher:
             self.kick()
 
     def kick(self) -> None:
-        """Work was queued and no watchdog is pending: wake the lingering worker or
-        start one if there is none, and arm the watchdog (it adds a worker if every
-        running one gets parked inside an actor)."""
+        """Work was queued and no watchdog is pending: wake the lingering worker, or
+        start one if there is none and arm the watchdog (it adds a worker if every
+        running one gets parked inside an actor).
+
+        Waking the lingering worker arms no watchdog (a hub callback less per ask of a
+        request/response pattern): that worker arms it itself whenever it starts a
+        batch with more work queued behind it (see _run), and work queued while its
+        batch runs comes through here again, finding no lingering worker.
+        """
         parked = self.parked
         if parked is not None:
             # _unpark, written out (a call less per ask of a request/response pattern).
             self.parked = None
             self._run_callback(parked.switch, True)
-        elif not self.workers:
+            return
+        if not self.workers:
             self._spawn()
         self.armed = True
         self._run_callback(self._watchdog)
@@ -342,6 +349,11 @@ class Dispatcher:
                         deadline = perf_counter() + YIELD_INTERVAL
                         continue  # the queue may have been emptied meanwhile
                 cell = ready.popleft()
+                if ready and not self.armed:
+                    # More work waits behind this batch: should the batch block, the
+                    # watchdog adds a worker (kick arms none when it wakes this one).
+                    self.armed = True
+                    self._run_callback(self._watchdog)
                 w.cell = cell
                 try:
                     # cell.sysq is read afresh each time: a drained queue is replaced by
