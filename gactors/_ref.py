@@ -214,22 +214,29 @@ class LocalActorRef(ActorRef):
     def tell(self, message: Any, sender: ActorRef | _Implicit | None = IMPLICIT) -> None:
         if message is None:
             raise InvalidMessageException(_NONE_ERROR)
-        snd: Any = sender
         cell = self._cell
-        local = False
-        if snd is IMPLICIT:
+        # Each branch decides whether this runs in the cell's thread, with as few
+        # stores and tests as it takes (this is the hottest method of the runtime).
+        if sender is IMPLICIT:
             g = getcurrent()
             if type(g) is Worker:
                 # A worker's cell is always set while code runs in it. A worker of the
                 # same dispatcher runs in the cell's thread: no need to ask for the
                 # thread's identity (that call costs as much as the rest of the test).
-                snd = g.cell.ref  # type: ignore[union-attr]
-                local = g.dispatcher is cell.dispatcher
+                snd: Any = g.cell.ref  # type: ignore[union-attr]
+                if g.dispatcher is not cell.dispatcher and cell.tid != get_ident():
+                    cell.enqueue_foreign(message, snd)
+                    return
             else:
                 snd = None
-        if not local and cell.tid != get_ident():
-            cell.enqueue_foreign(message, snd)
-            return
+                if cell.tid != get_ident():
+                    cell.enqueue_foreign(message, None)
+                    return
+        else:
+            snd = sender
+            if cell.tid != get_ident():
+                cell.enqueue_foreign(message, snd)
+                return
         if cell.open:
             cell.mailbox.append((message, snd))
             if not cell.scheduled:
