@@ -195,9 +195,10 @@ class Dispatcher:
         running one gets parked inside an actor).
 
         Waking the lingering worker arms no watchdog (a hub callback less per ask of a
-        request/response pattern): that worker arms it itself whenever it starts a
-        batch with more work queued behind it (see _run), and work queued while its
-        batch runs comes through here again, finding no lingering worker.
+        request/response pattern): every cell queued after it comes through here
+        again (schedule, the inlined tell), finds no lingering worker and arms one;
+        as a safety net, a worker also arms it when it starts a batch with other cells
+        queued behind it (see _run).
         """
         parked = self.parked
         if parked is not None:
@@ -351,7 +352,8 @@ class Dispatcher:
                 cell = ready.popleft()
                 if ready and not self.armed:
                     # More work waits behind this batch: should the batch block, the
-                    # watchdog adds a worker (kick arms none when it wakes this one).
+                    # watchdog adds a worker (kick arms none when it wakes this one;
+                    # cells queued after that arm it in kick, this is a safety net).
                     self.armed = True
                     self._run_callback(self._watchdog)
                 w.cell = cell
