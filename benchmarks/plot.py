@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import sys
+import textwrap
 from typing import Any
 
 COLORS = {
@@ -19,6 +20,8 @@ COLORS = {
     "pykka2": "#e15759",
     "thespian": "#b07aa1",
     "raw": "#9c9c9c",
+    "baseline-ref": "#9c9c9c",
+    "floor-ref": "#cfcfcf",
 }
 NAMES = {
     "gactors": "gactors",
@@ -28,6 +31,13 @@ NAMES = {
     "thespian": "Thespian\nmultiprocTCP",
     "raw": "raw\nlimit",
 }
+
+
+def _wrap(name: str, kind: str) -> str:
+    """A reference's name on short lines, with its kind (gevent-primitive baseline or
+    physical floor) below."""
+    what = "(floor)" if kind == "floor" else "(gevent)"
+    return textwrap.fill(name, 12) + "\n" + what
 
 
 def _label(v: float, unit: str) -> str:
@@ -81,15 +91,22 @@ def _draw_rows(all_rows: list[dict[str, Any]], title: str, out: str) -> None:
     for ax, row in zip(axes.flat, rows, strict=False):
         names = list(row["values"])
         values = [row["values"][n] for n in names]
-        if row["raw"] is not None:
-            names.append("raw")
+        labels = [NAMES.get(n, n) for n in names]
+        colors = [COLORS.get(n, "#777777") for n in names]
+        # Each reference by its name: the gevent-primitive baseline (same job, built on
+        # the gevent primitive) and the physical floor (greenlet switch, deque + call).
+        for ref in row.get("refs", []):
+            if ref["value"] is None:
+                continue
+            values.append(ref["value"])
+            labels.append(_wrap(ref["name"], ref["kind"]))
+            colors.append(COLORS[f"{ref['kind']}-ref"])
+        if row.get("raw") is not None:  # a results file of an older harness
             values.append(row["raw"])
+            labels.append(NAMES["raw"])
+            colors.append(COLORS["raw"])
         heights = [v if v is not None else 0.0 for v in values]
-        bars = ax.bar(
-            range(len(names)),
-            heights,
-            color=[COLORS.get(n, "#777777") for n in names],
-        )
+        bars = ax.bar(range(len(values)), heights, color=colors)
         top = max(heights) or 1.0
         for bar, v in zip(bars, values, strict=True):
             text = "n/a" if v is None else _label(v, row["unit"])
@@ -103,8 +120,8 @@ def _draw_rows(all_rows: list[dict[str, Any]], title: str, out: str) -> None:
             )
         better = "higher is better" if row["higher_better"] else "lower is better"
         ax.set_title(f"{row['label']} ({row['unit']}, {better})", fontsize=9)
-        ax.set_xticks(range(len(names)))
-        ax.set_xticklabels([NAMES.get(n, n) for n in names], fontsize=7)
+        ax.set_xticks(range(len(values)))
+        ax.set_xticklabels(labels, fontsize=6)
         ax.set_ylim(0, top * 1.18)
         ax.tick_params(axis="y", labelsize=7)
         ax.yaxis.set_major_formatter(

@@ -44,7 +44,12 @@ class Workload:
 class Row:
     """One line of the results table: a metric of a workload.
 
-    ``raw`` names the raw-gevent workload (and its metric) that bounds this one.
+    ``base`` names the gevent-primitive baseline (a raw workload and its metric): the
+    same job done with the gevent primitive an actor library would be built on (a
+    ``Queue``, an ``AsyncResult``, ``Greenlet.kill``). ``floor`` names the physical
+    floor: the cheapest thing the interpreter can do that still does the job's core
+    step (a ``greenlet.switch``, a ``deque`` append + popleft + call). Each is shown
+    by its name (:data:`REF_NAMES`), never as an anonymous "raw limit".
     """
 
     label: str
@@ -52,7 +57,8 @@ class Row:
     metric: str
     unit: str
     higher_better: bool
-    raw: tuple[str, str] | None = None
+    base: tuple[str, str] | None = None
+    floor: tuple[str, str] | None = None
 
 
 ACTOR_WORKLOADS: dict[str, Workload] = {
@@ -74,6 +80,16 @@ RAW_WORKLOADS: dict[str, Workload] = {
     for w in (
         Workload("queue_oneway", 1_000_000, 0, "gevent Queue: N puts, one consumer greenlet"),
         Workload("queue_ping_pong", 200_000, 0, "gevent Queue ping-pong, two greenlets"),
+        Workload(
+            "queue_ask", 100_000, 0, "N sequential asks: Queue.put((msg, AsyncResult)), get()"
+        ),
+        Workload("greenlet_kill", 100_000, 0, "kill N waiting greenlets until each ran finally"),
+        Workload(
+            "greenlet_restart",
+            10_000,
+            0,
+            "N cycles: failing message ends a Queue-serving greenlet, respawn, ask a ping",
+        ),
         Workload("switch", 200_000, 0, "greenlet.switch round trips"),
         Workload("deque_call", 1_000_000, 0, "collections.deque append/popleft + call"),
         Workload("sleep", 1_000, 50, "N greenlets each sleep PER ms; wall time"),
@@ -116,15 +132,34 @@ ALL_WORKLOADS: dict[str, Workload] = {
 # Workloads that need the Redis-protocol server the harness starts.
 NEEDS_REDIS: frozenset[str] = frozenset(REMOTE_WORKLOADS) | frozenset(REDIS_WORKLOADS)
 
-# Which raw limit (implementation, workload) bounds which actor workload.
-RAW_REFERENCE: dict[str, tuple[str, str]] = {
-    "tell": ("raw", "queue_oneway"),
-    "ping_pong": ("raw", "queue_ping_pong"),
-    "ask": ("raw", "switch"),
-    "fan_out": ("raw", "deque_call"),
-    "blocking": ("raw", "sleep"),
-    "remote_tell": ("redis", "redis_xadd_batch"),
-    "remote_ask": ("redis", "redis_echo"),
+# Which references (implementation, workload) an actor workload is compared with; they
+# run right after it in each round, so that round i of gactors meets round i of its
+# references (the gevent-primitive baseline first, then the physical floor).
+RAW_REFERENCE: dict[str, tuple[tuple[str, str], ...]] = {
+    "tell": (("raw", "queue_oneway"), ("raw", "deque_call")),
+    "ping_pong": (("raw", "queue_ping_pong"), ("raw", "switch")),
+    "ask": (("raw", "queue_ask"), ("raw", "switch")),
+    "stop": (("raw", "greenlet_kill"),),
+    "restart": (("raw", "greenlet_restart"),),
+    "fan_out": (("raw", "deque_call"),),
+    "blocking": (("raw", "sleep"),),
+    "remote_tell": (("redis", "redis_xadd_batch"),),
+    "remote_ask": (("redis", "redis_echo"),),
+}
+
+# What each reference is, by name (tables, targets and the chart say which one is meant).
+REF_NAMES: dict[str, str] = {
+    "queue_oneway": "gevent Queue one-way",
+    "queue_ping_pong": "gevent Queue ping-pong",
+    "queue_ask": "gevent Queue+AsyncResult ask",
+    "greenlet_kill": "greenlet kill",
+    "greenlet_restart": "greenlet respawn+ask",
+    "switch": "greenlet switch",
+    "deque_call": "deque+call",
+    "sleep": "gevent sleep",
+    "redis_xadd": "redis-py XADD",
+    "redis_xadd_batch": "redis-py XADD batch",
+    "redis_echo": "redis-py XADD/XREAD echo",
 }
 
 # The implementations that are raw limits rather than actor systems.
@@ -203,14 +238,22 @@ REMOTE_PEERS: tuple[str, ...] = ("thespian",)
 PLOT_VENV = VenvSpec("plot", ("matplotlib",), "import matplotlib")
 
 ROWS: tuple[Row, ...] = (
-    Row("tell", "tell", "rate", "msgs/s", True, ("queue_oneway", "rate")),
-    Row("ping_pong", "ping_pong", "rate", "rt/s", True, ("queue_ping_pong", "rate")),
-    Row("ask", "ask", "rate", "asks/s", True, ("switch", "rate")),
+    Row("tell", "tell", "rate", "msgs/s", True, ("queue_oneway", "rate"), ("deque_call", "rate")),
+    Row(
+        "ping_pong",
+        "ping_pong",
+        "rate",
+        "rt/s",
+        True,
+        ("queue_ping_pong", "rate"),
+        ("switch", "rate"),
+    ),
+    Row("ask", "ask", "rate", "asks/s", True, ("queue_ask", "rate"), ("switch", "rate")),
     Row("spawn", "spawn", "rate", "actors/s", True),
     Row("spawn memory", "spawn", "bytes_per_actor", "B/actor", False),
-    Row("stop", "stop", "rate", "actors/s", True),
-    Row("restart", "restart", "median_us", "µs", False),
-    Row("fan_out", "fan_out", "rate", "msgs/s", True, ("deque_call", "rate")),
+    Row("stop", "stop", "rate", "actors/s", True, ("greenlet_kill", "rate")),
+    Row("restart", "restart", "median_us", "µs", False, ("greenlet_restart", "median_us")),
+    Row("fan_out", "fan_out", "rate", "msgs/s", True, None, ("deque_call", "rate")),
     Row("blocking", "blocking", "seconds", "s", False, ("sleep", "seconds")),
 )
 
@@ -228,6 +271,9 @@ REMOTE_ROWS: tuple[Row, ...] = (
 RAW_ROWS: tuple[Row, ...] = (
     Row("queue_oneway", "queue_oneway", "rate", "msgs/s", True),
     Row("queue_ping_pong", "queue_ping_pong", "rate", "rt/s", True),
+    Row("queue_ask", "queue_ask", "rate", "asks/s", True),
+    Row("greenlet_kill", "greenlet_kill", "rate", "greenlets/s", True),
+    Row("greenlet_restart", "greenlet_restart", "median_us", "µs", False),
     Row("switch", "switch", "rate", "rt/s", True),
     Row("deque_call", "deque_call", "rate", "msgs/s", True),
     Row("sleep", "sleep", "seconds", "s", False),

@@ -1,8 +1,10 @@
 """Raw gevent limits: what the primitives under every actor library cost.
 
 Run as ``python worker_raw.py WORKLOAD N`` in a fresh interpreter; prints one JSON line.
-These are not actor systems: they bound what a greenlet-based actor library can reach
-when it adds nothing on top of the primitive it is built on.
+These are not actor systems. Two kinds of reference: the gevent-primitive baselines
+(``queue_*``, ``greenlet_kill``, ``greenlet_restart``, ``sleep``: the same job done with
+the gevent primitive an actor library would be built on) and the physical floors
+(``switch``, ``deque_call``: the cheapest step the interpreter can take at all).
 """
 
 # ruff: noqa: E402
@@ -18,7 +20,7 @@ import gevent
 import gevent.event
 import gevent.queue
 import greenlet
-from _worker_common import Result, rate_result, run_worker
+from _worker_common import Countdown, Result, latency_result, rate_result, run_worker
 
 
 def queue_oneway(args: argparse.Namespace) -> Result:
@@ -63,6 +65,110 @@ def queue_ping_pong(args: argparse.Namespace) -> Result:
     seconds = time.perf_counter() - t0
     p.join()
     return rate_result(n, seconds)
+
+
+def queue_ask(args: argparse.Namespace) -> Result:
+    """N sequential asks the plain-gevent way: a server greenlet gets ``(message,
+    AsyncResult)`` from a ``gevent.queue.Queue`` and sets the result; the asker waits on
+    it. The gevent-primitive baseline of the ``ask`` workload (no timeout armed: an
+    actor ask also pays for one)."""
+    n = args.n
+    q: gevent.queue.Queue = gevent.queue.Queue()
+
+    def serve() -> None:
+        get = q.get
+        while True:
+            message, result = get()
+            if message is None:
+                return
+            result.set(message)
+
+    server = gevent.spawn(serve)
+    new_result = gevent.event.AsyncResult
+    put = q.put
+
+    def loop() -> float:
+        t0 = time.perf_counter()
+        for i in range(n):
+            r = new_result()
+            put((i, r))
+            r.get()
+        return time.perf_counter() - t0
+
+    seconds = gevent.spawn(loop).get()
+    q.put((None, None))
+    server.join()
+    return rate_result(n, seconds)
+
+
+def greenlet_kill(args: argparse.Namespace) -> Result:
+    """N greenlets wait (as idle actors would); each is killed (``Greenlet.kill`` without
+    blocking), time until each ran its ``finally`` (the ``post_stop`` analogue). The
+    gevent-primitive baseline of the ``stop`` workload."""
+    n = args.n
+    done = Countdown(n, gevent.event.Event())
+    park = gevent.get_hub().switch
+
+    def idle() -> None:
+        try:
+            park()  # parked on the hub with no watcher (one shared Event would make
+            # each kill an O(N) unlink from its waiter list)
+        finally:
+            done.hit()
+
+    greenlets = [gevent.spawn(idle) for _ in range(n)]
+    gevent.sleep(0)  # every greenlet started and waits
+    t0 = time.perf_counter()
+    for g in greenlets:
+        g.kill(block=False)
+    done.wait()
+    return rate_result(n, time.perf_counter() - t0)
+
+
+def greenlet_restart(args: argparse.Namespace) -> Result:
+    """N cycles: a failing message ends the greenlet serving a ``Queue`` (fresh state
+    each incarnation) after it spawned the next one, then an ask (``AsyncResult``) for
+    a ping answers the new incarnation. Latency per cycle: the gevent-primitive
+    baseline of the ``restart`` workload (no supervisor greenlet: the least switching
+    a respawn can take)."""
+    n = args.n
+    q: gevent.queue.Queue = gevent.queue.Queue()
+    new_result = gevent.event.AsyncResult
+    spawn = gevent.spawn
+
+    def serve(incarnation: int) -> None:
+        get = q.get
+        while True:
+            message, result = get()
+            if message is None:
+                return
+            try:
+                if message == "boom":
+                    raise RuntimeError("boom")
+                result.set(incarnation)
+            except RuntimeError:
+                spawn(serve, incarnation + 1)  # the next incarnation; this one ends
+                return
+
+    spawn(serve, 1)
+    first = new_result()
+    q.put(("ping", first))
+    last = first.get()
+    samples: list[float] = []
+    perf = time.perf_counter
+    for _ in range(n):
+        t0 = perf()
+        q.put(("boom", None))
+        r = new_result()
+        q.put(("ping", r))
+        incarnation = r.get()
+        samples.append(perf() - t0)
+        if incarnation != last + 1:
+            raise AssertionError(f"expected incarnation {last + 1}, got {incarnation}")
+        last = incarnation
+    q.put((None, None))
+    gevent.sleep(0)
+    return latency_result(samples)
 
 
 def switch(args: argparse.Namespace) -> Result:
@@ -136,6 +242,9 @@ def sleep(args: argparse.Namespace) -> Result:
 WORKLOADS = {
     "queue_oneway": queue_oneway,
     "queue_ping_pong": queue_ping_pong,
+    "queue_ask": queue_ask,
+    "greenlet_kill": greenlet_kill,
+    "greenlet_restart": greenlet_restart,
     "switch": switch,
     "deque_call": deque_call,
     "sleep": sleep,

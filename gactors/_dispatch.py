@@ -17,8 +17,8 @@ Design (why it is shaped like this):
   nothing while a worker is busy (it stays armed, untouched, until the hub runs).
 * A worker that has run for ``YIELD_INTERVAL`` seconds yields to the hub so that
   non-actor greenlets (web requests, I/O callbacks) stay responsive. A worker that
-  runs out of work lingers for ``LINGER`` seconds (at most one per dispatcher) before
-  it ends, so request/response traffic does not create a greenlet per request.
+  runs out of work lingers for ``LINGER`` to twice ``LINGER`` seconds (at most one per
+  dispatcher) before it ends, so request/response traffic does not create a greenlet per request.
 """
 
 from __future__ import annotations
@@ -126,7 +126,10 @@ class Dispatcher:
         "_dead_letters",
         "_hub",
         "_linger",
+        "_lingering",
         "_on_fatal",
+        "_parks",
+        "_parks_seen",
         "_run_callback",
         "_yielding",
         "armed",
@@ -167,9 +170,16 @@ class Dispatcher:
         # reader adds the `done` of workers blocked inside an actor (off their frames,
         # gactors.contrib._observer), so the hot loop never writes an attribute for it.
         self.processed = 0
-        # One reusable timer; unref'd so a lingering worker never keeps the loop alive.
-        self._linger = hub.loop.timer(LINGER)
+        # One repeating timer, unref'd so a lingering worker never keeps the loop alive.
+        # It is not stopped and restarted at every park and unpark (two libev calls per
+        # ask of a request/response pattern): it ticks every LINGER while a worker may
+        # be parked, and a tick retires the parked worker if it did not park again
+        # since the previous tick (so it retires after LINGER to 2 x LINGER of idleness).
+        self._linger = hub.loop.timer(LINGER, LINGER)
         self._linger.ref = False
+        self._lingering = False  # the timer is ticking
+        self._parks = 0  # times a worker parked
+        self._parks_seen = 0  # _parks at the previous tick
 
     # -- scheduling (hub thread only) ---------------------------------------------------------
     def schedule(self, cell: ActorCell) -> None:
@@ -180,13 +190,23 @@ class Dispatcher:
             self.kick()
 
     def kick(self) -> None:
-        """Work was queued and no watchdog is pending: wake the lingering worker or
-        start one if there is none, and arm the watchdog (it adds a worker if every
-        running one gets parked inside an actor)."""
+        """Work was queued and no watchdog is pending: wake the lingering worker, or
+        start one if there is none and arm the watchdog (it adds a worker if every
+        running one gets parked inside an actor).
+
+        Waking the lingering worker arms no watchdog (a hub callback less per ask of a
+        request/response pattern): every cell queued after it comes through here
+        again (schedule, the inlined tell), finds no lingering worker and arms one;
+        as a safety net, a worker also arms it when it starts a batch with other cells
+        queued behind it (see _run).
+        """
         parked = self.parked
         if parked is not None:
-            self._unpark(parked)
-        elif not self.workers:
+            # _unpark, written out (a call less per ask of a request/response pattern).
+            self.parked = None
+            self._run_callback(parked.switch, True)
+            return
+        if not self.workers:
             self._spawn()
         self.armed = True
         self._run_callback(self._watchdog)
@@ -215,14 +235,26 @@ class Dispatcher:
 
     def _unpark(self, w: Worker) -> None:
         self.parked = None
-        self._linger.stop()
         self._run_callback(w.switch, True)
 
+    def _stop_linger(self) -> None:
+        if self._lingering:
+            self._lingering = False
+            self._linger.stop()
+
     def _retire(self) -> None:
-        # The linger time passed with no new work: the parked worker ends.
+        # A tick of the linger timer (see __init__).
         w = self.parked
-        if w is not None:
+        if w is None:
+            # Every worker is busy or gone: no ticks until one parks again.
+            self._stop_linger()
+        elif self._parks != self._parks_seen:
+            # It parked again since the previous tick: not idle for LINGER yet.
+            self._parks_seen = self._parks
+        else:
+            # Parked through a whole tick with no new work: the worker ends.
             self.parked = None
+            self._stop_linger()
             w.switch(False)
 
     def pause(self) -> None:
@@ -243,7 +275,7 @@ class Dispatcher:
         # The watchdog may still be pending: armed, it adds no worker (nothing is ready).
         self.armed = True
         try:
-            self._linger.stop()
+            self._stop_linger()
         except Exception:  # pragma: no cover - depends on the loop's state after fork
             pass
         current = greenlet.getcurrent()
@@ -301,7 +333,10 @@ class Dispatcher:
                     if self.parked is not None:
                         break
                     self.parked = w
-                    self._linger.start(self._retire)
+                    self._parks += 1
+                    if not self._lingering:
+                        self._lingering = True
+                        self._linger.start(self._retire)
                     if not hub_switch():
                         break
                     continue
@@ -315,6 +350,12 @@ class Dispatcher:
                         deadline = perf_counter() + YIELD_INTERVAL
                         continue  # the queue may have been emptied meanwhile
                 cell = ready.popleft()
+                if ready and not self.armed:
+                    # More work waits behind this batch: should the batch block, the
+                    # watchdog adds a worker (kick arms none when it wakes this one;
+                    # cells queued after that arm it in kick, this is a safety net).
+                    self.armed = True
+                    self._run_callback(self._watchdog)
                 w.cell = cell
                 try:
                     # cell.sysq is read afresh each time: a drained queue is replaced by
@@ -394,7 +435,7 @@ class Dispatcher:
             w.cell = None
             if self.parked is w:
                 self.parked = None
-                self._linger.stop()
+                self._stop_linger()
             self.workers.discard(w)
 
     def _yield_to_hub(self) -> None:

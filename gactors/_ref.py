@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal, overload
 from greenlet import getcurrent
 
 from gactors._dispatch import Worker
+from gactors._duration import MAX_SECONDS as _MAX_SECONDS
 from gactors._duration import seconds as _seconds
 from gactors._future import Future
 from gactors._messages import ActorIdentity, Identify, Status
@@ -121,11 +122,13 @@ class ActorRef:
             system.check_thread_alive("ask")  # raises
         # None means the default, as in pattern.ask: no ask waits without end
         # (docs/reliability.md, "Bad inputs").
-        t: float = (
-            system.settings.default_ask_timeout
-            if timeout is None
-            else _seconds(timeout, "ask timeout")
-        )
+        t: float
+        if timeout is None:
+            t = system.settings.default_ask_timeout
+        elif type(timeout) is float and 0.0 < timeout <= _MAX_SECONDS:
+            t = timeout  # the common case, as _seconds would return it (a call less)
+        else:
+            t = _seconds(timeout, "ask timeout")
         fut: Future[Any] = Future(system._hub, system._tid)
         promise = PromiseRef(system, fut, self, message)
         if get_ident() == system._tid:
@@ -136,9 +139,14 @@ class ActorRef:
                         f"actor {self.path} cannot block asking itself: it would never reply "
                         "(use ask(..., block=False) or tell)"
                     )
+                promise.start(t)
+                self.tell(message, promise)
+                # Future.get() without its timeout argument's checks (two calls less):
+                # the ask's own timer ends the wait.
+                return fut._get_in_hub_thread()  # noqa: SLF001  the ask's own future
             promise.start(t)
             self.tell(message, promise)
-            return fut.get() if block else fut
+            return fut
         system.run_in_hub_async(self._ask_from_thread, promise, message, t)
         if not block:
             return fut
@@ -206,22 +214,29 @@ class LocalActorRef(ActorRef):
     def tell(self, message: Any, sender: ActorRef | _Implicit | None = IMPLICIT) -> None:
         if message is None:
             raise InvalidMessageException(_NONE_ERROR)
-        snd: Any = sender
         cell = self._cell
-        local = False
-        if snd is IMPLICIT:
+        # Each branch decides whether this runs in the cell's thread, with as few
+        # stores and tests as it takes (this is the hottest method of the runtime).
+        if sender is IMPLICIT:
             g = getcurrent()
             if type(g) is Worker:
                 # A worker's cell is always set while code runs in it. A worker of the
                 # same dispatcher runs in the cell's thread: no need to ask for the
                 # thread's identity (that call costs as much as the rest of the test).
-                snd = g.cell.ref  # type: ignore[union-attr]
-                local = g.dispatcher is cell.dispatcher
+                snd: Any = g.cell.ref  # type: ignore[union-attr]
+                if g.dispatcher is not cell.dispatcher and cell.tid != get_ident():
+                    cell.enqueue_foreign(message, snd)
+                    return
             else:
                 snd = None
-        if not local and cell.tid != get_ident():
-            cell.enqueue_foreign(message, snd)
-            return
+                if cell.tid != get_ident():
+                    cell.enqueue_foreign(message, None)
+                    return
+        else:
+            snd = sender
+            if cell.tid != get_ident():
+                cell.enqueue_foreign(message, snd)
+                return
         if cell.open:
             cell.mailbox.append((message, snd))
             if not cell.scheduled:
@@ -296,6 +311,9 @@ class EmptyLocalActorRef(ActorRef):
 
 
 _promise_ids = itertools.count(1)
+# Looked up once, not on every reply.
+_SUCCESS: Final = Status.Success
+_FAILURE: Final = Status.Failure
 
 
 class PromiseRef(ActorRef):
@@ -313,8 +331,11 @@ class PromiseRef(ActorRef):
     def __init__(
         self, system: ActorSystem, future: Future[Any], target: ActorRef | None, message: Any
     ) -> None:
-        # The path is only built if somebody looks at it: most asks never do.
-        ActorRef.__init__(self, system, None, next(_promise_ids))  # type: ignore[arg-type]
+        # ActorRef.__init__, written out (a call less per ask). The path is only built if
+        # somebody looks at it: most asks never do.
+        self._system = system
+        self._path = None  # type: ignore[assignment]
+        self._uid = next(_promise_ids)
         self._future = future
         self._target = target
         self._message = message
@@ -338,7 +359,7 @@ class PromiseRef(ActorRef):
 
     def start(self, timeout: float) -> None:
         """Arm the timeout (hub thread), just before the question is sent."""
-        if not self._future.done():
+        if not self._future._state:  # noqa: SLF001  done(), without the call: pending is 0
             loop = self._system._hub.loop
             timer = self.timer = loop.timer(timeout)
             # The loop's clock is only refreshed once per iteration: after unpatched code
@@ -371,7 +392,11 @@ class PromiseRef(ActorRef):
     def complete(self, value: Any) -> None:
         """The reply arrived: complete the future with ``value`` (first outcome wins)."""
         if self._future._set_result(value):
-            self._cancel_timer()
+            # _cancel_timer, written out for an ask's timer (a call less per reply).
+            timer = self.timer
+            if timer is not None:
+                self.timer = None
+                timer.close()
 
     def complete_exc(self, exc: BaseException) -> None:
         """Fail the future with ``exc`` (first outcome wins)."""
@@ -390,15 +415,15 @@ class PromiseRef(ActorRef):
         if get_ident() != self._system._tid:
             self._system.run_in_hub_async(self.tell, message, sender)
             return
-        if self._future.done():
+        if self._future._state:  # noqa: SLF001  done(), without the call: pending is 0
             if isinstance(sender, _Implicit):  # (narrows the type, unlike `is IMPLICIT`)
                 sender = current_sender_ref()
             self._system.publish_dead_letter(message, sender, self)
             return
         cls = type(message)
-        if cls is Status.Success:
+        if cls is _SUCCESS:
             self.complete(message.value)
-        elif cls is Status.Failure:
+        elif cls is _FAILURE:
             self.complete_exc(message.cause)
         elif cls is Identify:
             # Like every actor ref, a promise identifies itself.

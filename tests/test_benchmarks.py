@@ -1,0 +1,62 @@
+"""The benchmark harness's arithmetic: per-round ratios and targets on the worst round.
+
+No benchmark runs here (``tox -e bench`` runs the quick harness); these check that a
+target holds only when it holds in every round, and that each reference is named.
+"""
+
+from __future__ import annotations
+
+from benchmarks import harness
+from benchmarks.harness import Run
+from benchmarks.spec import RAW_REFERENCE, REF_NAMES, ROWS
+
+
+def _run(impl: str, workload: str, rnd: int, **metrics: float) -> Run:
+    return Run(impl, workload, rnd, 1.0, metrics=dict(metrics))
+
+
+def test_round_ratio_pairs_rounds_and_reports_median_and_minimum() -> None:
+    runs = [
+        _run("gactors", "ask", 1, rate=200.0),
+        _run("gactors", "ask", 2, rate=100.0),
+        _run("gactors", "ask", 3, rate=300.0),
+        _run("raw", "queue_ask", 1, rate=100.0),
+        _run("raw", "queue_ask", 2, rate=125.0),  # the slow gactors round meets a fast raw one
+        _run("raw", "queue_ask", 3, rate=100.0),
+    ]
+    r = harness.round_ratio(runs, "ask", "rate", ("raw", "queue_ask"), True)
+    assert r is not None
+    assert (r.median, r.minimum, r.rounds) == (2.0, 0.8, 3)
+    assert r.cell() == "2.00x / 0.80x"
+    # Lower is better (a latency): the ratio is other / gactors.
+    lat = [
+        _run("gactors", "restart", 1, median_us=10.0),
+        _run("raw", "greenlet_restart", 1, median_us=5.0),
+    ]
+    r = harness.round_ratio(lat, "restart", "median_us", ("raw", "greenlet_restart"), False)
+    assert r is not None and r.minimum == 0.5 and r.cell() == "0.50x"
+
+
+def test_a_target_misses_when_one_round_misses_although_the_median_passes() -> None:
+    runs = []
+    for rnd, (g, q) in enumerate([(210.0, 200.0), (190.0, 200.0), (220.0, 200.0)], 1):
+        runs += [_run("gactors", "ask", rnd, rate=g), _run("raw", "queue_ask", rnd, rate=q)]
+    med = harness.medians(runs)
+    verdicts = {t.name: t for t in harness.targets(med, runs)}
+    t = verdicts["ask ≥ 1.0x gevent Queue+AsyncResult ask"]
+    assert t.verdict == "MISS"
+    assert t.measured.startswith("min 0.95x, median 1.05x")
+
+
+def test_every_reference_is_named_and_scheduled_after_its_workload() -> None:
+    for row in ROWS:
+        for ref in (row.base, row.floor):
+            if ref is not None:
+                assert ref[0] in REF_NAMES
+    tasks = harness.schedule(["gactors", "raw"], ["ask"])
+    assert tasks == [("gactors", "ask"), *RAW_REFERENCE["ask"]]
+    runs = [_run("gactors", "ask", 1, rate=10.0), _run("raw", "queue_ask", 1, rate=5.0)]
+    cells = harness.table(harness.medians(runs), runs, ["gactors", "raw"])
+    ask = next(c for c in cells if c[0] == "ask")
+    assert "gevent Queue+AsyncResult ask 5" in ask
+    assert "2.00x" in ask  # vs the baseline, one round
