@@ -76,6 +76,7 @@ from datetime import timedelta
 from time import monotonic
 from typing import TYPE_CHECKING, Any, NamedTuple
 from urllib.parse import quote
+from uuid import uuid4
 
 import gevent
 from gevent.event import Event
@@ -320,7 +321,12 @@ class _Shard(Actor):
         self._stop_message = stop_message
         ref = self.ref
         # on_lost runs in the renewing greenlet: only a message.
-        self._keeper = LeaseKeeper(store, lease, owner, lease_ttl, lambda: ref.tell(_Lost(), None))
+        # One owner name per incarnation, not the node's id: the store's acquire is
+        # re-entrant per owner, so a closed keeper of an earlier incarnation on this
+        # node giving back its late grant would release this one's lease too.
+        self._keeper = LeaseKeeper(
+            store, lease, f"{owner}#{uuid4().hex[:12]}", lease_ttl, lambda: ref.tell(_Lost(), None)
+        )
         self._poll = poll_interval(lease_ttl)
         self._token: int | None = None
         self._buffer: deque[tuple[Any, ActorRef | None]] = deque()  # until the lease
@@ -500,14 +506,16 @@ class _Shard(Actor):
 # -- the region ----------------------------------------------------------------------------------
 class _Waiting:
     # A shard whose messages this region holds back while it moves.
-    __slots__ = ("buffer", "local", "parked", "remote", "returned")
+    __slots__ = ("buffer", "local", "parked", "parked_at", "parked_view", "remote", "returned")
 
     def __init__(self) -> None:
         self.buffer: deque[tuple[Any, ActorRef | None]] = deque()
         self.returned: deque[tuple[Any, ActorRef | None]] = deque()
         self.local = False  # waiting for the local shard's hand-off
         self.remote: str | None = None  # waiting for this node's _Drained
-        self.parked = False  # waiting for the next look at the view (it bounced)
+        self.parked = False  # waiting for a later look at the view (it bounced)
+        self.parked_view: tuple[Any, ...] = ()
+        self.parked_at = 0.0
 
 
 class _Region(Actor):
@@ -689,7 +697,7 @@ class _Region(Actor):
                 # What the node being drained sends back was sent before anything
                 # buffered here (it left its senders before the drain marker came back).
                 target = w.returned if src and src == w.remote else w.buffer
-                target.append((_RegionMsg(s, eid, msg, hops), sender))
+                target.append((_RegionMsg(s, eid, msg, hops, False, src), sender))
             else:
                 self.context.system.publish_dead_letter(msg, sender, self.ref)
             return
@@ -719,6 +727,8 @@ class _Region(Actor):
                 # messages here, in order, until the next look at the view.
                 w = self._waiting[s] = _Waiting()
                 w.parked = True
+                w.parked_view = self._seen
+                w.parked_at = monotonic()
                 w.buffer.append((_RegionMsg(s, eid, msg, _PARKED), sender))
                 return
             if hops >= _PARKED + _BOUNCES:
@@ -888,8 +898,11 @@ class _Region(Actor):
         self._check_left()
 
     def _unpark(self) -> None:
+        # Not in the pass that parked them: once the view changed, or a heartbeat later.
+        hb = self.context.system.cluster_node.settings.heartbeat_interval
+        now = monotonic()
         for s, w in list(self._waiting.items()):
-            if w.parked:
+            if w.parked and (w.parked_view != self._seen or now - w.parked_at >= hb):
                 w.parked = False
                 self._resolve(s, w)
 
@@ -935,11 +948,12 @@ class _Region(Actor):
         # Everything the asker sent before this marker has been routed already (one
         # path, in order) unless it sits in a buffer here: then confirm after it.
         w = self._waiting.get(m.shard)
-        if w is not None and w.remote is not None and w.remote == m.node:
-            # Each waits for the other (each last sent the shard's messages to the
-            # other: two nodes leaving at once). What the asker sent here before its
-            # marker goes back to it (its own buffer then keeps them ahead of what it
-            # sends later), then the confirmation; it does the same for ours.
+        if w is not None and w.remote is not None:
+            # This region waits for another one's confirmation, which may wait for the
+            # asker's (a cycle: nodes leaving at once forward to each other). What
+            # entered the cluster at the asker and came straight here goes back to it
+            # (it waits for us, so its own buffer keeps them ahead of what it sends
+            # later), then the confirmation; the asker does the same for ours.
             self._give_back(m.node, w)
             m.reply_to.tell(_Drained(m.shard, self._node_id), self.ref)
             return
@@ -949,13 +963,22 @@ class _Region(Actor):
             m.reply_to.tell(_Drained(m.shard, self._node_id), self.ref)
 
     def _give_back(self, node: str, w: _Waiting) -> None:
-        if not w.returned:
+        out = _Out()
+        for q in (w.returned, w.buffer):
+            # Only what the asker's own senders sent (one hop, from it): a message that
+            # bounced through it from elsewhere keeps its place here.
+            if any(rm.src == node and rm.hops == 1 for rm, _snd in q):
+                keep: deque[tuple[Any, ActorRef | None]] = deque()
+                for rm, snd in q:
+                    if rm.src == node and rm.hops == 1:
+                        out.add(rm.shard, rm.entity_id, rm.message, snd, rm.hops)
+                    else:
+                        keep.append((rm, snd))
+                q.clear()
+                q.extend(keep)
+        if not out.flat:
             return
         self._flush_to(node)  # the batch keeps its place behind what went before
-        out = _Out()
-        for rm, snd in w.returned:
-            out.add(rm.shard, rm.entity_id, rm.message, snd, rm.hops)
-        w.returned.clear()
         batch = _RegionBatch(out.flat, out.senders, self._leaving is not None, self._node_id)
         try:
             self._region_of(node).tell(batch, self.ref)
@@ -989,8 +1012,9 @@ class _Region(Actor):
         # heartbeat or two); until then this region forwards what still arrives.
         hb = self.context.system.cluster_node.settings.heartbeat_interval
         self._leave_not_before = monotonic() + 4 * hb + 0.2
-        # Waiting for other nodes' confirmations before leaving is bounded too.
-        self._leave_deadline = self._leave_not_before + 20 * hb + 1.0
+        # Waiting for other nodes' confirmations before leaving is bounded too, well
+        # inside the node's hand-over budget (ClusterNode.hand_over: max(3 s, ttl)).
+        self._leave_deadline = monotonic() + 0.6 * max(3.0, self._ttl)
         _log.info("sharding region %r on %s: handing off its shards", self._type, self._node_id)
         self._membership()
 
