@@ -15,6 +15,7 @@ from gactors.cluster._lease import LeaseKeeper
 from gactors.cluster._redis import RedisBackend
 from gactors.cluster._settings import load_cluster_settings
 from gactors.exceptions import ConfigError
+from gactors.testkit import await_condition
 from gactors.testkit._redis_server import RedisServer
 
 pytestmark = [pytest.mark.timeout(60)]
@@ -114,17 +115,21 @@ def test_keeper_reports_a_refused_renewal_at_once(redis_url: str) -> None:
         backend.close()
 
 
-class _Recording:
-    """The real lease store, noting every grant (to tell the in-flight case apart)."""
+class _SlowReplies:
+    """The real lease store, with the reply of every grant held back ``delay`` seconds
+    (a slow network on the way back): the grant is made in Redis at once, the keeper
+    learns of it only later. Notes every grant."""
 
-    def __init__(self, store: Any) -> None:
+    def __init__(self, store: Any, delay: float) -> None:
         self.store = store
+        self.delay = delay
         self.grants: list[tuple[str, int]] = []
 
     def acquire(self, name: str, owner: str, ttl_ms: int) -> int | None:
         token: int | None = self.store.acquire(name, owner, ttl_ms)
         if token is not None:
             self.grants.append((owner, token))
+        gevent.sleep(self.delay)
         return token
 
     def __getattr__(self, attr: str) -> Any:
@@ -140,31 +145,26 @@ def test_closing_a_keeper_while_its_grant_is_in_flight_gives_the_lease_back(
     # HUP test). Closed instead, the keeper gives a late grant back at once.
     backend = _backend(redis_url)
     try:
-        store = _Recording(backend.leases())
+        store = _SlowReplies(backend.leases(), delay=0.2)
         ttl = 30.0  # far longer than the test may wait: only a release frees it
-        in_flight = 0
-        for i in range(20):
+        for i in range(3):
             name = f"flight{i}"
-            store.grants.clear()
             a = LeaseKeeper(store, name, "node-a", ttl, lambda: None)  # type: ignore[arg-type]
             reports: list[int | None] = []
             a.acquire_in_background(reports.append, poll=0.05)
-            gevent.sleep(0)  # its request is on the wire, the reply maybe not read yet
-            if a.token is not None:
-                a.release()  # the reply was quicker: what the shard does then
-                continue
+            await_condition(lambda: store.grants, timeout=5.0, message="the grant to node-a")
+            holder = store.holder(name)
+            assert holder is not None and holder[0] == "node-a", "granted in Redis"
+            assert a.token is None, "its reply is still on the way"
             a.close()
-            deadline = time.monotonic() + 5.0
+            started = time.monotonic()
             b = LeaseKeeper(store, name, "node-b", ttl, lambda: None)  # type: ignore[arg-type]
-            while b.try_acquire() is None:
-                assert time.monotonic() < deadline, f"{name}: still held after close"
-                gevent.sleep(0.02)
-            if any(owner == "node-a" for owner, _ in store.grants):
-                in_flight += 1
-            store.grants.clear()
+            await_condition(b.try_acquire, timeout=5.0, message=f"{name} free after close")
+            assert time.monotonic() - started < 5.0 < ttl
             gevent.sleep(0.1)
             assert reports == [], "a closed keeper reports nothing"
+            assert a.token is None
             b.release()
-        assert in_flight >= 1, "the grant never arrived after the close: nothing was tested"
+            store.grants.clear()
     finally:
         backend.close()
