@@ -157,6 +157,19 @@ class LeaseKeeper:
 
         gevent.spawn(release)
 
+    def let_go(self, *, blocking: bool) -> None:
+        """Done with the lease (its holder stopped): release it if held (blocking, or
+        from a greenlet of its own when ``blocking`` is False, e.g. in the hub
+        greenlet), else stop acquiring (a grant in flight is given back when it
+        arrives: never killed, or it would block the next holder for a whole ttl)."""
+        if self.token is not None:
+            if blocking:
+                self.release()
+            else:
+                self.release_in_background()
+        else:
+            self.close()
+
     def _renew_loop(self, token: int) -> None:
         ttl_ms = int(self._ttl * 1000)
         every = self._ttl / 3

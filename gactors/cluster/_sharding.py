@@ -348,15 +348,7 @@ class _Shard(Actor):
 
     def post_stop(self) -> None:
         # The entities (children) have terminated before post_stop.
-        keeper = self._keeper
-        if keeper.token is not None:
-            if getcurrent() is self.context.system._hub:
-                keeper.release_in_background()
-            else:
-                keeper.release()
-        else:
-            # Still acquiring: a grant in flight is given back when it arrives.
-            keeper.close()
+        self._keeper.let_go(blocking=getcurrent() is not self.context.system._hub)
         system = self.context.system
         for env, snd in self._buffer:
             system.publish_dead_letter(env.message, snd, self.ref)

@@ -145,16 +145,7 @@ class _SingletonManager(Actor):
             look.kill(block=False)  # a read: nothing to undo
         # The instance (a child) has terminated before post_stop: releasing now keeps
         # "old terminated before new started" also when the system stops the manager.
-        keeper = self._keeper
-        if keeper.token is not None:
-            if getcurrent() is self.context.system._hub:
-                keeper.release_in_background()
-            else:
-                keeper.release()
-        else:
-            # An acquisition in flight (never killed: the grant would block the next
-            # holder for a whole ttl) gives the lease back when it arrives.
-            keeper.close()
+        self._keeper.let_go(blocking=getcurrent() is not self.context.system._hub)
         if self._leaving is not None:
             self._leaving.set()
 
