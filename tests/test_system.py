@@ -298,17 +298,20 @@ def test_actor_of_while_terminating(system: ActorSystem) -> None:
     assert system.await_termination(WAIT)
 
 
+class Stopper(Actor):
+    """Stops the ref it is sent, answering "stopped" or the error's text."""
+
+    def receive(self, message: Any) -> None:
+        try:
+            self.context.stop(message)
+            self.sender.tell("stopped")
+        except ValueError as e:
+            self.sender.tell(str(e))
+
+
 def test_stop_refuses_a_ref_of_another_system(system: ActorSystem, echo: ActorRef) -> None:
     with ActorSystem("other") as other:
         foreign = other.actor_of(Props(Echo), "foreign")
-
-        class Stopper(Actor):
-            def receive(self, message: Any) -> None:
-                try:
-                    self.context.stop(message)
-                    self.sender.tell("stopped")
-                except ValueError as e:
-                    self.sender.tell(str(e))
 
         with pytest.raises(ValueError, match="belongs to actor system 'other'"):
             system.stop(foreign)
@@ -328,14 +331,6 @@ def test_stop_refuses_the_guardians(system: ActorSystem, echo: ActorRef) -> None
     for guardian in (user, sysg, root):
         with pytest.raises(ValueError, match="use terminate"):
             system.stop(guardian)
-
-    class Stopper(Actor):
-        def receive(self, message: Any) -> None:
-            try:
-                self.context.stop(message)
-                self.sender.tell("stopped")
-            except ValueError as e:
-                self.sender.tell(str(e))
 
     stopper = system.actor_of(Props(Stopper))
     for guardian in (user, sysg, root):

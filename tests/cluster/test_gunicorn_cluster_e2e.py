@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _gunicorn import gunicorn_or_skip
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(115)]
 
@@ -75,19 +76,6 @@ log = logging.getLogger(__name__)
 # -- gunicorn ---------------------------------------------------------------------------------
 
 
-def _gunicorn_or_skip() -> Any:
-    try:
-        import flask  # noqa: F401
-        import gunicorn.config
-    except ImportError as e:
-        pytest.skip(f"gunicorn and flask are needed for the end-to-end test ({e})")
-    try:
-        import gunicorn.workers.ggevent
-    except RuntimeError as e:  # this gunicorn refuses the installed gevent
-        pytest.skip(f"gunicorn's gevent worker is unusable here: {e}")
-    return gunicorn.config
-
-
 def _matches(path: Path, pattern: str) -> list[re.Match[str]]:
     text = path.read_text(errors="replace") if path.exists() else ""
     return list(re.finditer(pattern, text))
@@ -114,7 +102,7 @@ class Shop:
     """gunicorn serving the cluster shop, in its own session, killed on failure."""
 
     def __init__(self, tmp_path: Path, redis_url: str, key_prefix: str) -> None:
-        gunicorn_config = _gunicorn_or_skip()
+        gunicorn_config = gunicorn_or_skip()
         self.data = tmp_path / "data"
         self.data.mkdir()
         self.log_path = tmp_path / "gunicorn.log"

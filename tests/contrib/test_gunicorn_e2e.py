@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _gunicorn import gunicorn_or_skip
 
 pytestmark = pytest.mark.slow
 
@@ -32,19 +33,6 @@ REQUESTS = 300
 CRASHES = 4
 CLIENTS = 16
 BUDGET = 5.0  # shutdown_budget in the example's gunicorn.conf.py
-
-
-def _gunicorn_or_skip() -> Any:
-    try:
-        import flask  # noqa: F401
-        import gunicorn.config
-    except ImportError as e:
-        pytest.skip(f"gunicorn and flask are needed for the end-to-end test ({e})")
-    try:
-        import gunicorn.workers.ggevent
-    except RuntimeError as e:  # this gunicorn refuses the installed gevent
-        pytest.skip(f"gunicorn's gevent worker is unusable here: {e}")
-    return gunicorn.config
 
 
 def _wait_for(path: Path, pattern: str, deadline: float, count: int = 1) -> list[re.Match[str]]:
@@ -85,7 +73,7 @@ def _request(port: int, method: str, path: str) -> tuple[int, dict[str, Any]]:
 
 
 def test_flask_example_under_gunicorn_gevent(tmp_path: Path) -> None:
-    gunicorn_config = _gunicorn_or_skip()
+    gunicorn_config = gunicorn_or_skip()
     start = time.monotonic()
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     env.pop("GACTORS_CONFIG", None)
