@@ -129,9 +129,15 @@ class Watcher(Actor):
 
 
 def _append(log_path: str, rec: dict[str, Any]) -> None:
-    # One short line per write (O_APPEND): several processes append to one file.
-    with open(log_path, "a") as f:
-        f.write(json.dumps(rec) + "\n")
+    # One line per write(2) on an O_APPEND descriptor: several processes append to one
+    # file and lines never interleave. A reader can still see a line half copied (a
+    # write that crosses a page boundary becomes visible page by page): read_log skips
+    # a last line without its newline.
+    fd = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, (json.dumps(rec) + "\n").encode())
+    finally:
+        os.close(fd)
 
 
 class Lifecycle(Actor):

@@ -283,7 +283,9 @@ def parse_lifecycle(path: Path) -> tuple[list[Interval], list[dict[str, str]]]:
     intervals: list[Interval] = []
     open_: dict[tuple[str, str, int], Interval] = {}
     allocations: list[dict[str, str]] = []
-    for line in path.read_text().splitlines():
+    text = path.read_text()
+    # Workers may be appending: a last line without its newline is left for later.
+    for line in text[: text.rfind("\n") + 1].splitlines():
         event, *pairs = line.split()
         f = dict(p.split("=", 1) for p in pairs)
         if event == "alloc":
