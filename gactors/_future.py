@@ -30,6 +30,22 @@ _FAILED = 2
 _TIMEOUT = object()
 
 
+class _Wake:
+    """What :meth:`Future._get_running` waits with: like gevent's ``Waiter``, switched
+    to from the hub once, and harmless if that comes after the wait ended."""
+
+    __slots__ = ("greenlet",)
+
+    def __init__(self, greenlet: Any) -> None:
+        self.greenlet = greenlet
+
+    def switch(self, value: Any) -> None:
+        g = self.greenlet
+        if g is not None:
+            self.greenlet = None
+            g.switch(value)
+
+
 class Future(Generic[T]):
     """A value that becomes available later.
 
@@ -43,7 +59,7 @@ class Future(Generic[T]):
         self._state = _PENDING
         self._value: Any = None
         self._callbacks: list[Callable[[Future[T]], Any]] | None = None
-        self._waiters: list[Waiter] | None = None
+        self._waiters: list[Waiter | _Wake] | None = None
         self._lock_waiters: list[Any] | None = None
         self._hub: Hub = hub if hub is not None else get_hub()
         self._tid: int = tid if tid is not None else get_ident()
@@ -73,6 +89,31 @@ class Future(Generic[T]):
             self._wait_greenlet(None)
             if self._state == _PENDING:
                 raise TimeoutError("future not completed")  # (a spurious wake-up)
+        if self._state == _OK:
+            return self._value  # type: ignore[no-any-return]
+        raise self._value
+
+    def _get_running(self, worker: Any) -> T:
+        """:meth:`_get_in_hub_thread`, switching straight to ``worker`` (a parked
+        dispatcher worker, which then runs the ask's question) instead of to the hub.
+        The worker goes back to the hub when it parks; the hub wakes this greenlet as
+        it would a :class:`Waiter`'s."""
+        wake = _Wake(getcurrent())
+        waiters = self._waiters
+        if waiters is None:
+            self._waiters = [wake]
+        else:
+            waiters.append(wake)
+        try:
+            worker.switch(True)
+        finally:
+            wake.greenlet = None  # a wake-up that comes later does nothing
+        if self._state == _PENDING:
+            # Woken by something else (a kill is raised instead): wait the usual way.
+            waiters = self._waiters
+            if waiters is not None and wake in waiters:
+                waiters.remove(wake)
+            return self._get_in_hub_thread()
         if self._state == _OK:
             return self._value  # type: ignore[no-any-return]
         raise self._value

@@ -134,11 +134,29 @@ class ActorRef:
         if get_ident() == system._tid:
             if block:
                 g = getcurrent()
-                if type(g) is Worker and g.cell.ref == self:  # type: ignore[union-attr]
-                    raise IllegalStateError(
-                        f"actor {self.path} cannot block asking itself: it would never reply "
-                        "(use ask(..., block=False) or tell)"
-                    )
+                if type(g) is Worker:
+                    if g.cell.ref == self:  # type: ignore[union-attr]
+                        raise IllegalStateError(
+                            f"actor {self.path} cannot block asking itself: it would never "
+                            "reply (use ask(..., block=False) or tell)"
+                        )
+                elif type(self) is LocalActorRef:
+                    # A plain greenlet asks a local actor and a worker lingers: hand the
+                    # CPU straight to that worker, which runs the question, instead of
+                    # waking it through a hub callback and then switching to the hub to
+                    # wait (a switch and a callback less per ask; the hub still runs
+                    # when the worker parks, before this greenlet is woken).
+                    cell = self._cell
+                    d = cell.dispatcher
+                    w = d.parked
+                    if w is not None and cell.open and not cell.scheduled:
+                        system.ask_deadlines.add(promise, t)  # promise.start, written out
+                        cell.mailbox.append((message, promise))
+                        # Dispatcher.schedule and kick, written out, without the callback.
+                        cell.scheduled = True
+                        d.ready.append(cell)
+                        d.parked = None
+                        return fut._get_running(w)  # noqa: SLF001  the ask's own future
                 promise.start(t)
                 self.tell(message, promise)
                 # Future.get() without its timeout argument's checks (two calls less):
@@ -321,12 +339,13 @@ class PromiseRef(ActorRef):
 
     The first message told to it completes the future; later ones go to dead letters.
     Internal class: its unprefixed members (``start``, ``complete``, ``complete_exc``,
-    ``abandon``, ``timeout_error``, ``fail_from_target``, ``on_system``, ``timer``) are
-    the API that ``ActorRef.ask``, ``gactors.pattern``, the cell and the cluster's
-    remote refs use, not an application's.
+    ``abandon``, ``expire``, ``timeout_error``, ``fail_from_target``, ``on_system``,
+    ``queue``, ``deadline``) are the API that ``ActorRef.ask``, ``gactors.pattern``, the
+    cell, the system's ``AskDeadlines`` and the cluster's remote refs use, not an
+    application's.
     """
 
-    __slots__ = ("_future", "_message", "_target", "on_system", "timer")
+    __slots__ = ("_future", "_message", "_target", "deadline", "on_system", "queue")
 
     def __init__(
         self, system: ActorSystem, future: Future[Any], target: ActorRef | None, message: Any
@@ -339,8 +358,10 @@ class PromiseRef(ActorRef):
         self._future = future
         self._target = target
         self._message = message
-        self.timer: Any = None
-        """The hub timer that ends the wait, once armed."""
+        self.queue: Any = None
+        """The system's deadline queue this promise waits in, once started (AskDeadlines)."""
+        self.deadline = 0.0
+        """The monotonic time of the timeout, once started."""
         self.on_system: Any = None
         """Called with each system message sent to this ref (graceful_stop's watch)."""
 
@@ -358,15 +379,9 @@ class PromiseRef(ActorRef):
         return id(self)
 
     def start(self, timeout: float) -> None:
-        """Arm the timeout (hub thread), just before the question is sent."""
+        """Start counting the timeout (hub thread), just before the question is sent."""
         if not self._future._state:  # noqa: SLF001  done(), without the call: pending is 0
-            loop = self._system._hub.loop
-            timer = self.timer = loop.timer(timeout)
-            # The loop's clock is only refreshed once per iteration: after unpatched code
-            # held the hub, it lags, and the timer would fire early (at once after a long
-            # block). Measure from now.
-            loop.update_now()
-            timer.start(self._time_out, timeout)
+            self._system.ask_deadlines.add(self, timeout)
 
     def timeout_error(self, timeout: float) -> AskTimeoutError:
         """The exception of an ask that got no reply within ``timeout`` seconds."""
@@ -375,15 +390,15 @@ class PromiseRef(ActorRef):
             f"(message of type {type(self._message).__name__})"
         )
 
-    def _time_out(self, timeout: float) -> None:
-        self.timer = None
+    def expire(self, timeout: float) -> None:
+        """No reply within ``timeout`` seconds (the system's AskDeadlines calls this)."""
         self.complete_exc(self.timeout_error(timeout))
 
     def abandon(self, timeout: float) -> None:
         """The asking thread gave up after ``timeout`` s (its own clock; hub thread)."""
         fut = self._future
         if not fut.done():
-            self._time_out(timeout)
+            self.expire(timeout)
         elif fut.exception(0) is None:
             # The reply won the race with the asker's timeout: nobody will read it, so
             # it is a late reply like any other.
@@ -391,23 +406,25 @@ class PromiseRef(ActorRef):
 
     def complete(self, value: Any) -> None:
         """The reply arrived: complete the future with ``value`` (first outcome wins)."""
-        if self._future._set_result(value):
-            # _cancel_timer, written out for an ask's timer (a call less per reply).
-            timer = self.timer
-            if timer is not None:
-                self.timer = None
-                timer.close()
+        # The deadline goes first: completing may switch to the asker, which may ask
+        # again before this returns (its promise then queues behind this one).
+        queue = self.queue
+        if queue is not None:
+            if queue[-1] is self and len(queue) > 1:
+                # AskDeadlines.discard's common case, written out (a call less per
+                # reply); the last pending ask goes through discard (it may close the
+                # timer of a terminated system).
+                self.queue = None
+                queue.pop()
+            else:
+                self._system.ask_deadlines.discard(self)
+        self._future._set_result(value)
 
     def complete_exc(self, exc: BaseException) -> None:
         """Fail the future with ``exc`` (first outcome wins)."""
-        if self._future._set_exception(exc):
-            self._cancel_timer()
-
-    def _cancel_timer(self) -> None:
-        timer = self.timer
-        if timer is not None:
-            self.timer = None
-            timer.close()
+        if self.queue is not None:
+            self._system.ask_deadlines.discard(self)
+        self._future._set_exception(exc)
 
     def tell(self, message: Any, sender: ActorRef | _Implicit | None = IMPLICIT) -> None:
         if message is None:

@@ -21,6 +21,7 @@ from greenlet import getcurrent
 from gactors import _sysmsg as sm
 from gactors._actor import Actor
 from gactors._cell import AUTO_RECEIVED, ActorCell
+from gactors._deadlines import AskDeadlines
 from gactors._dispatch import Dispatcher, Worker
 from gactors._eventstream import EventStream, LogEvent
 from gactors._future import Future
@@ -206,6 +207,7 @@ class ActorSystem:
     #   dispatcher      the Dispatcher that runs every cell's batches
     #   root_cell, user_cell, system_cell   the guardians' cells ("/", "/user", "/system")
     #   temp_path       "/temp": the parent path of asks' PromiseRefs
+    #   ask_deadlines   the timeouts of pending asks (one hub timer for all of them)
     #   cluster_node    the ClusterNode, or None (gactors.cluster is never imported then)
     #   forked          True in the child of os.fork(): every use raises fork_error()
     #   thread_alive    a token that is None once the system's thread has exited
@@ -242,6 +244,7 @@ class ActorSystem:
         self._terminating = False
         self.termination_hooks: list[Callable[[], Any]] = []
         self.scheduler = Scheduler(self)
+        self.ask_deadlines = AskDeadlines(self._hub)
         # Registered first, so it runs last: hooks may still use the scheduler.
         self.termination_hooks.append(self.scheduler._close)  # noqa: SLF001  the system owns its scheduler
         self._dead_letter_count = 0
@@ -526,6 +529,10 @@ class ActorSystem:
         self._calls.clear()
         self.dispatcher.after_fork()
         self.scheduler._after_fork()  # noqa: SLF001  the system owns its scheduler
+        try:
+            self.ask_deadlines.close()  # the parent's asks never time out here
+        except Exception:  # pragma: no cover - depends on the loop's state after fork
+            pass
         cells = [self.root_cell]
         while cells:
             cell = cells.pop()
@@ -545,6 +552,7 @@ class ActorSystem:
                 _log.exception("termination hook %r of %r failed", fn, self.name)
         self.termination_hooks.clear()
         self._async.ref = False  # the system no longer keeps the hub alive
+        self.ask_deadlines.system_terminated()  # but an ask pending still does
         _log.debug("actor system %r terminated", self.name)
         self.when_terminated._set_result(None)
 

@@ -63,13 +63,16 @@ def graceful_stop(
 
     def start() -> None:
         loop = system._hub.loop
-        watcher.timer = timer = loop.timer(timeout)
+        # A timer of its own, not the system's ask deadlines: its error says what did
+        # not happen in time (a stop, not a reply). Closed once the future is done.
+        timer = loop.timer(timeout)
         # count from now, even after the hub was blocked (docs/howto/threads.md)
         loop.update_now()
         timer.start(
             watcher.complete_exc,
             AskTimeoutError(f"{ref.path} did not stop within {timeout} s"),
         )
+        fut.add_done_callback(lambda _: timer.close())
         ref._send_system(sm.Watch(ref, watcher))
         ref.tell(stop_message, None)
 
