@@ -61,7 +61,7 @@ class ActorCell(Children, DeathWatch, Dispatch, FaultHandling, ReceiveTimeoutTim
         "capacity",
         "child_cells",
         "context_obj",
-        "current_envelope",
+        "current_message",
         "current_sys",
         "dead",
         "dispatcher",
@@ -83,6 +83,7 @@ class ActorCell(Children, DeathWatch, Dispatch, FaultHandling, ReceiveTimeoutTim
         "rt_timer",
         "scheduled",
         "sender",
+        "senders",
         "stash_obj",
         "suspend_count",
         "sys_stash",
@@ -120,6 +121,7 @@ class ActorCell(Children, DeathWatch, Dispatch, FaultHandling, ReceiveTimeoutTim
         # never got one should not pay for it. Until then `open` is False, which sends
         # tell() down the slow path that allocates it.
         self.mailbox = NO_MAILBOX
+        self.senders = NO_MAILBOX
         self.sysq = NO_SYSQ
         self.sys_stash = NO_STASH
         self.scheduled = False
@@ -130,7 +132,7 @@ class ActorCell(Children, DeathWatch, Dispatch, FaultHandling, ReceiveTimeoutTim
         self.behavior = None
         self.behavior_stack = None
         self.sender = None
-        self.current_envelope = None
+        self.current_message = None
         self.restarts = 0
         self.timers_obj = None
         self.stash_obj = None
@@ -189,7 +191,7 @@ class ActorCell(Children, DeathWatch, Dispatch, FaultHandling, ReceiveTimeoutTim
 
     def receive_message(self, message: Any) -> None:
         """Hand ``message`` to the current behavior (used by auto-received messages)."""
-        self.current_envelope = (message, self.sender)
+        self.current_message = message
         behavior = self.behavior
         if behavior is None:  # the actor's own receive, bound on first use
             behavior = self.behavior = self.actor.receive  # type: ignore[union-attr]

@@ -369,13 +369,13 @@ class Dispatcher:
                             cell.scheduled = False
                         continue
                     mailbox = cell.mailbox
+                    senders = cell.senders  # in step with the mailbox
                     influenced = False
                     rt = cell.rt_seconds is not None
                     left = throughput if mailbox else 0
                     while left:
-                        # The envelope itself is kept for Stash (it stashes the very tuple).
-                        message, sender = cell.current_envelope = mailbox.popleft()
-                        cell.sender = sender
+                        message = cell.current_message = mailbox.popleft()
+                        sender = cell.sender = senders.popleft()
                         try:
                             # (No actor here fails like any other error of the actor.)
                             actor: Any = cell.actor
@@ -415,7 +415,7 @@ class Dispatcher:
                         # A full batch (the mailbox still has messages), or none at all.
                         if mailbox:
                             done += throughput
-                    cell.current_envelope = None
+                    cell.current_message = None
                     if influenced and cell.rt_seconds is not None:
                         cell.check_receive_timeout()
                     # cell.has_work(), written out (a call per batch saved).
@@ -426,7 +426,7 @@ class Dispatcher:
                 except BaseException as exc:
                     # Only fatal exceptions (KeyboardInterrupt, SystemExit, GreenletExit)
                     # escape a batch; the cell stays consistent, then they propagate.
-                    cell.current_envelope = None
+                    cell.current_message = None
                     self._requeue(cell, cell.has_work())
                     self._on_fatal(cell, exc)
                     raise

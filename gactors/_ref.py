@@ -151,7 +151,8 @@ class ActorRef:
                     w = d.parked
                     if w is not None and cell.open and not cell.scheduled:
                         system.ask_deadlines.add(promise, t)  # promise.start, written out
-                        cell.mailbox.append((message, promise))
+                        cell.mailbox.append(message)
+                        cell.senders.append(promise)
                         # Dispatcher.schedule and kick, written out, without the callback.
                         cell.scheduled = True
                         d.ready.append(cell)
@@ -256,7 +257,8 @@ class LocalActorRef(ActorRef):
                 cell.enqueue_foreign(message, snd)
                 return
         if cell.open:
-            cell.mailbox.append((message, snd))
+            cell.mailbox.append(message)
+            cell.senders.append(snd)
             if not cell.scheduled:
                 # Dispatcher.schedule, inlined.
                 cell.scheduled = True

@@ -24,6 +24,9 @@ __all__ = ["Stash", "StashStore", "stash_of"]
 
 Envelope = tuple[Any, "ActorRef | None"]
 
+# The cell's current message once stashed (a message is never None, nor this).
+_STASHED: Any = object()
+
 
 class StashStore:
     """The stashed envelopes of one actor (kept across its incarnations)."""
@@ -36,20 +39,22 @@ class StashStore:
 
     def stash(self) -> None:
         cell = self._cell
-        envelope = cell.current_envelope
-        if envelope is None:
+        message = cell.current_message
+        if message is None:
             raise IllegalStateError(
                 f"{cell.path}: stash() can only be called while processing a message"
             )
-        queue = self.queue
-        if queue and queue[-1] is envelope:
+        if message is _STASHED:
             raise IllegalStateError(f"{cell.path}: cannot stash the same message twice")
+        queue = self.queue
         capacity = cell.system.settings.stash_capacity
         if capacity is not None and len(queue) >= capacity:
             raise StashOverflowException(
                 f"{cell.path}: stash capacity ({capacity}, setting stash_capacity) exceeded"
             )
-        queue.append(envelope)
+        queue.append((message, cell.sender))
+        # Until the next message: stashing it again is an error, not a duplicate.
+        cell.current_message = _STASHED
 
     def _prepend(self, envelopes: list[Envelope]) -> None:
         cell = self._cell
@@ -59,7 +64,8 @@ class StashStore:
                 # it is queued again (as Akka's Stash does), or it would be dropped as
                 # stale when it comes round.
                 cell.terminated_queued_for(message.actor)
-        cell.ensure_mailbox().extendleft(reversed(envelopes))
+        cell.ensure_mailbox().extendleft([m for m, _ in reversed(envelopes)])
+        cell.senders.extendleft([s for _, s in reversed(envelopes)])
         if not cell.scheduled and not cell.dead and cell.has_work():
             cell.dispatcher.schedule(cell)
 

@@ -53,7 +53,8 @@ class CellState:
         dispatcher: Dispatcher
         tid: int
         # queues and dispatch
-        mailbox: deque[tuple[Any, ActorRef | None]]
+        mailbox: deque[Any]  # the messages; their senders are in `senders`, in step
+        senders: deque[ActorRef | None]
         sysq: list[SystemMessage]
         sys_stash: list[SystemMessage]
         scheduled: bool
@@ -65,7 +66,7 @@ class CellState:
         behavior: Any
         behavior_stack: list[Any] | None
         sender: ActorRef | None
-        current_envelope: tuple[Any, ActorRef | None] | None
+        current_message: Any  # None: no message is being processed
         restarts: int
         timers_obj: TimerScheduler | None
         stash_obj: StashStore | None
@@ -108,7 +109,8 @@ class CellState:
         def watched_actor_terminated(
             self, actor: ActorRef, existence_confirmed: bool, address_terminated: bool
         ) -> None: ...
-        def ensure_mailbox(self) -> deque[tuple[Any, ActorRef | None]]: ...
+        def ensure_mailbox(self) -> deque[Any]: ...
+        def enqueue(self, message: Any, sender: ActorRef | None) -> None: ...
         @property
         def context(self) -> ActorContext: ...
         def new_actor(self) -> Actor: ...

@@ -70,9 +70,7 @@ class DeathWatch(CellState):
             message = watching.pop(actor)
             if not self.is_terminating:
                 # Through the ordinary mailbox, behind what was sent before, as in Akka.
-                self.ensure_mailbox().append(
-                    (Terminated(actor, existence_confirmed, address_terminated), actor)
-                )
+                self.enqueue(Terminated(actor, existence_confirmed, address_terminated), actor)
                 if self.terminated_queued is EMPTY:
                     self.terminated_queued = {}
                 self.terminated_queued[actor] = message
