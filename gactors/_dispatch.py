@@ -133,6 +133,7 @@ class Dispatcher:
         "_run_callback",
         "_yielding",
         "armed",
+        "home",
         "name",
         "parked",
         "processed",
@@ -170,6 +171,11 @@ class Dispatcher:
         # reader adds the `done` of workers blocked inside an actor (off their frames,
         # gactors.contrib._observer), so the hot loop never writes an attribute for it.
         self.processed = 0
+        # The last greenlet that is not a worker seen telling in the hub's thread. A
+        # greenlet never changes threads, so when it tells again, `tell` needs no
+        # get_ident() call to know where it runs (a tenth of a tell from a plain
+        # greenlet). It holds that greenlet until another one replaces it.
+        self.home: Any = None
         # One repeating timer, unref'd so a lingering worker never keeps the loop alive.
         # It is not stopped and restarted at every park and unpark (two libev calls per
         # ask of a request/response pattern): it ticks every LINGER while a worker may
@@ -272,6 +278,7 @@ class Dispatcher:
         (it goes on with the child's own code) is frozen where it stands."""
         self.ready.clear()
         self.parked = None
+        self.home = None
         # The watchdog may still be pending: armed, it adds no worker (nothing is ready).
         self.armed = True
         try:
@@ -373,27 +380,27 @@ class Dispatcher:
                     influenced = False
                     rt = cell.rt_seconds is not None
                     left = throughput if mailbox else 0
+                    # The instance only changes when a system message is run (a
+                    # restart): read again after process_system below.
+                    actor: Any = cell.actor
                     while left:
                         message = cell.current_message = mailbox.popleft()
                         sender = cell.sender = senders.popleft()
                         try:
-                            # (No actor here fails like any other error of the actor.)
-                            actor: Any = cell.actor
                             # The actor's `sender` is a plain attribute: reading a property
-                            # would cost a call per message in user code.
+                            # would cost a call per message in user code. (No actor here
+                            # fails like any other error of the actor.)
                             actor.sender = sender if sender is not None else dead
-                            mtype = type(message)
-                            if mtype is not last_type:  # most messages repeat a type
-                                last_type = mtype
-                                last_handler = auto_get(mtype)
-                            handler = last_handler
-                            if handler is None:
+                            if type(message) is not last_type:  # most messages repeat a type
+                                last_type = type(message)
+                                last_handler = auto_get(last_type)
+                            if last_handler is None:
                                 behavior = cell.behavior
                                 if behavior is None:  # receive, bound on first use
                                     behavior = cell.behavior = actor.receive
                                 behavior(message)
                             else:
-                                handler(cell, message)
+                                last_handler(cell, message)
                         except BaseException as exc:
                             cell.user_failure(exc, message, sender)  # re-raises fatal ones
                             done += after_break - left
@@ -405,6 +412,7 @@ class Dispatcher:
                             if cell.suspend_count or cell.dead:
                                 done += after_break - left
                                 break
+                            actor = cell.actor
                         if not mailbox:
                             # The common end of a batch. Counted here and in the other
                             # breaks (not per message): `left` was not decremented yet.

@@ -248,9 +248,12 @@ class LocalActorRef(ActorRef):
                     return
             else:
                 snd = None
-                if cell.tid != get_ident():
-                    cell.enqueue_foreign(message, None)
-                    return
+                d = cell.dispatcher
+                if g is not d.home:
+                    if cell.tid != get_ident():
+                        cell.enqueue_foreign(message, None)
+                        return
+                    d.home = g
         else:
             snd = sender
             if cell.tid != get_ident():
