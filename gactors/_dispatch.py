@@ -377,7 +377,7 @@ class Dispatcher:
                         continue
                     mailbox = cell.mailbox
                     senders = cell.senders  # in step with the mailbox
-                    influenced = False
+                    influenced = idle = False
                     rt = cell.rt_seconds is not None
                     left = throughput if mailbox else 0
                     # The instance only changes when a system message is run (a
@@ -416,7 +416,11 @@ class Dispatcher:
                         if not mailbox:
                             # The common end of a batch. Counted here and in the other
                             # breaks (not per message): `left` was not decremented yet.
+                            # No message and no system message is left (both were just
+                            # tested): unless a receive timeout is to be re-armed, the
+                            # cell goes idle without the has_work() test below.
                             done += after_break - left
+                            idle = not influenced
                             break
                         left -= 1
                     else:
@@ -424,6 +428,9 @@ class Dispatcher:
                         if mailbox:
                             done += throughput
                     cell.current_message = None
+                    if idle:
+                        cell.scheduled = False
+                        continue
                     if influenced and cell.rt_seconds is not None:
                         cell.check_receive_timeout()
                     # cell.has_work(), written out (a call per batch saved).

@@ -29,9 +29,11 @@ NO_MAILBOX: Final[Any] = ()
 """Falsy and empty, like an empty deque: the mailbox until the first message."""
 NO_STASH: Final[Any] = []
 """The system stash until first used: shared and never appended to."""
-NO_SYSQ: Final[Any] = ()
+NO_SYSQ: Final[Any] = None
 """The system queue when drained. It is a list while it holds messages: most actors
-get one system message (Create) in their whole life."""
+get one system message (Create) in their whole life. ``None``, not an empty tuple: the
+worker loop tests it several times per batch, and ``None`` is the cheapest falsy
+value to test."""
 
 # What process_system does with a message while the cell is in this state.
 _NORMAL, _SUSPENDED, _WAITING = 0, 1, 2
