@@ -15,6 +15,7 @@ monkey.patch_all()
 import argparse
 import collections
 import time
+from typing import Any
 
 import gevent
 import gevent.event
@@ -216,6 +217,74 @@ def deque_call(args: argparse.Namespace) -> Result:
     return rate_result(n, seconds)
 
 
+class _FloorCell:
+    """The state a minimal actor needs for a tell: a mailbox, the senders in step, a
+    scheduled flag."""
+
+    __slots__ = ("mailbox", "scheduled", "senders")
+
+    def __init__(self) -> None:
+        self.mailbox: collections.deque[Any] = collections.deque()
+        self.senders: collections.deque[Any] = collections.deque()
+        self.scheduled = False
+
+
+class _FloorRef:
+    """The least a Python actor ref's ``tell`` can do and still keep each message's
+    sender: reject None, append the message and its sender, mark the cell scheduled."""
+
+    __slots__ = ("cell",)
+
+    def __init__(self, cell: _FloorCell) -> None:
+        self.cell = cell
+
+    def tell(self, message: Any, sender: Any = None) -> None:
+        if message is None:
+            raise ValueError("None is not a message")
+        cell = self.cell
+        cell.mailbox.append(message)
+        cell.senders.append(sender)
+        if not cell.scheduled:
+            cell.scheduled = True
+
+
+class _FloorSink:
+    """The benchmark's counting actor, without a framework around it."""
+
+    def __init__(self, n: int) -> None:
+        self.left = n
+        self.sender: Any = None
+
+    def receive(self, message: Any) -> None:
+        self.left -= 1
+        if self.left == 0:
+            self.sender = "done"
+
+
+def sender_tell(args: argparse.Namespace) -> Result:
+    """The pure-Python floor of an actor ``tell``: N tells through :class:`_FloorRef`,
+    then the drain (pop the message and its sender, set the actor's ``sender``, call
+    its ``receive``). No thread check, no implicit sender, no system messages, no
+    supervision, no scheduler: what any Python actor library that keeps senders pays
+    at least, per message."""
+    n = args.n
+    cell = _FloorCell()
+    send = _FloorRef(cell).tell
+    actor = _FloorSink(n)
+    t0 = time.perf_counter()
+    for i in range(n):
+        send(i)
+    mailbox, senders = cell.mailbox, cell.senders
+    receive = actor.receive
+    while mailbox:
+        message = mailbox.popleft()
+        actor.sender = senders.popleft()
+        receive(message)
+    seconds = time.perf_counter() - t0
+    assert actor.left == 0
+    return rate_result(n, seconds)
+
+
 def sleep(args: argparse.Namespace) -> Result:
     """N waiting greenlets are released at once; each calls the patched ``time.sleep``.
 
@@ -247,6 +316,7 @@ WORKLOADS = {
     "greenlet_restart": greenlet_restart,
     "switch": switch,
     "deque_call": deque_call,
+    "sender_tell": sender_tell,
     "sleep": sleep,
 }
 
