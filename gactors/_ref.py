@@ -234,26 +234,29 @@ class LocalActorRef(ActorRef):
         if message is None:
             raise InvalidMessageException(_NONE_ERROR)
         cell = self._cell
+        d = cell.dispatcher
         # Each branch decides whether this runs in the cell's thread, with as few
         # stores and tests as it takes (this is the hottest method of the runtime).
         if sender is IMPLICIT:
             g = getcurrent()
-            if type(g) is Worker:
+            if g is d.home:
+                # The plain greenlet that told last in the hub's thread (see
+                # Dispatcher.home): no sender, and no question about its thread.
+                snd: Any = None
+            elif type(g) is Worker:
                 # A worker's cell is always set while code runs in it. A worker of the
                 # same dispatcher runs in the cell's thread: no need to ask for the
                 # thread's identity (that call costs as much as the rest of the test).
-                snd: Any = g.cell.ref  # type: ignore[union-attr]
-                if g.dispatcher is not cell.dispatcher and cell.tid != get_ident():
+                snd = g.cell.ref  # type: ignore[union-attr]
+                if g.dispatcher is not d and cell.tid != get_ident():
                     cell.enqueue_foreign(message, snd)
                     return
             else:
                 snd = None
-                d = cell.dispatcher
-                if g is not d.home:
-                    if cell.tid != get_ident():
-                        cell.enqueue_foreign(message, None)
-                        return
-                    d.home = g
+                if cell.tid != get_ident():
+                    cell.enqueue_foreign(message, None)
+                    return
+                d.home = g
         else:
             snd = sender
             if cell.tid != get_ident():
@@ -265,7 +268,6 @@ class LocalActorRef(ActorRef):
             if not cell.scheduled:
                 # Dispatcher.schedule, inlined.
                 cell.scheduled = True
-                d = cell.dispatcher
                 d.ready.append(cell)
                 if not d.armed:
                     d.kick()
