@@ -29,6 +29,7 @@ DEFAULT: tuple[tuple[str, str, int], ...] = (
     ("gactors", "tell", 20_000),
     ("raw", "queue_oneway", 20_000),
     ("raw", "deque_call", 20_000),
+    ("raw", "sender_tell", 20_000),
     ("gactors", "ask", 4_000),
     ("raw", "queue_ask", 4_000),
     ("raw", "switch", 20_000),
