@@ -659,7 +659,7 @@ def raw_table(med: Medians) -> list[list[str]]:
         v = value(med, row.workload, _limit_impl(row.workload), row.metric)
         if v is not None:
             kind = "physical floor" if row.workload in floors else "primitive baseline"
-            if row.workload == "sender_tell":
+            if row.workload in ("sender_tell", "checked_tell"):
                 kind = "pure-Python floor"
             rows.append(
                 [

@@ -30,6 +30,7 @@ DEFAULT: tuple[tuple[str, str, int], ...] = (
     ("raw", "queue_oneway", 20_000),
     ("raw", "deque_call", 20_000),
     ("raw", "sender_tell", 20_000),
+    ("raw", "checked_tell", 20_000),
     ("gactors", "ask", 4_000),
     ("raw", "queue_ask", 4_000),
     ("raw", "switch", 20_000),
@@ -84,6 +85,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     env = dict(os.environ)
     root = args.checkout or str(BENCH_DIR.parent)
+    # The same hash seed in every run: string hashes and dict layouts stay put, so two
+    # runs (and two checkouts) differ by their code, not by randomisation.
+    env["PYTHONHASHSEED"] = "0"
     env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
     wanted = {w.strip() for w in args.workloads.split(",") if w.strip()}
     for impl, workload, n in DEFAULT:

@@ -98,6 +98,13 @@ RAW_WORKLOADS: dict[str, Workload] = {
             0,
             "minimal Python tell: ref method, message + sender deques, drain + receive",
         ),
+        Workload(
+            "checked_tell",
+            1_000_000,
+            0,
+            "sender_tell + the actor model's checks: implicit sender, closed mailbox, "
+            "batch bound, auto-received type, system queue",
+        ),
         Workload("sleep", 1_000, 50, "N greenlets each sleep PER ms; wall time"),
     )
 }
@@ -142,7 +149,12 @@ NEEDS_REDIS: frozenset[str] = frozenset(REMOTE_WORKLOADS) | frozenset(REDIS_WORK
 # run right after it in each round, so that round i of gactors meets round i of its
 # references (the gevent-primitive baseline first, then the physical floor).
 RAW_REFERENCE: dict[str, tuple[tuple[str, str], ...]] = {
-    "tell": (("raw", "queue_oneway"), ("raw", "deque_call"), ("raw", "sender_tell")),
+    "tell": (
+        ("raw", "queue_oneway"),
+        ("raw", "deque_call"),
+        ("raw", "sender_tell"),
+        ("raw", "checked_tell"),
+    ),
     "ping_pong": (("raw", "queue_ping_pong"), ("raw", "switch")),
     "ask": (("raw", "queue_ask"), ("raw", "switch")),
     "stop": (("raw", "greenlet_kill"),),
@@ -163,6 +175,7 @@ REF_NAMES: dict[str, str] = {
     "switch": "greenlet switch",
     "deque_call": "deque+call",
     "sender_tell": "pure-Python tell",
+    "checked_tell": "checked pure-Python tell",
     "sleep": "gevent sleep",
     "redis_xadd": "redis-py XADD",
     "redis_xadd_batch": "redis-py XADD batch",
@@ -284,6 +297,7 @@ RAW_ROWS: tuple[Row, ...] = (
     Row("switch", "switch", "rate", "rt/s", True),
     Row("deque_call", "deque_call", "rate", "msgs/s", True),
     Row("sender_tell", "sender_tell", "rate", "msgs/s", True),
+    Row("checked_tell", "checked_tell", "rate", "msgs/s", True),
     Row("sleep", "sleep", "seconds", "s", False),
     Row("redis_xadd", "redis_xadd", "rate", "entries/s", True),
     Row("redis_xadd_batch", "redis_xadd_batch", "rate", "msgs/s", True),

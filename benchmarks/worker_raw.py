@@ -285,6 +285,102 @@ def sender_tell(args: argparse.Namespace) -> Result:
     return rate_result(n, seconds)
 
 
+class _CheckedCell:
+    """:class:`_FloorCell` plus the state the actor model's checks read: the greenlet
+    known to tell from the cell's thread, the open flag, the system-message queue."""
+
+    __slots__ = ("home", "mailbox", "open", "scheduled", "senders", "sysq")
+
+    def __init__(self) -> None:
+        self.mailbox: collections.deque[Any] = collections.deque()
+        self.senders: collections.deque[Any] = collections.deque()
+        self.scheduled = False
+        self.open = True
+        self.home: Any = None
+        self.sysq: list[Any] | None = None
+
+
+_IMPLICIT = object()
+
+
+class _CheckedRef:
+    """The least a tell does with the checks an Akka-style runtime cannot skip: the
+    implicit sender (is the caller an actor? one ``getcurrent()`` and one identity
+    test, the cached answer for a greenlet of the cell's thread), a mailbox that may
+    be closed (dead letters), and the schedule flag."""
+
+    __slots__ = ("cell",)
+
+    def __init__(self, cell: _CheckedCell) -> None:
+        self.cell = cell
+
+    def tell(self, message: Any, sender: Any = _IMPLICIT) -> None:
+        if message is None:
+            raise ValueError("None is not a message")
+        cell = self.cell
+        if sender is _IMPLICIT:
+            g = greenlet.getcurrent()
+            if g is cell.home:
+                snd = None
+            else:  # first tell from this greenlet (the thread test would go here)
+                cell.home = g
+                snd = None
+        else:
+            snd = sender
+        if cell.open:
+            cell.mailbox.append(message)
+            cell.senders.append(snd)
+            if not cell.scheduled:
+                cell.scheduled = True
+        else:
+            raise RuntimeError("closed: a dead letter")
+
+
+def checked_tell(args: argparse.Namespace) -> Result:
+    """:func:`sender_tell` plus the per-message checks an Akka-style runtime needs:
+    the tell of :class:`_CheckedRef`, and a drain that bounds each batch
+    (``throughput``), tests the message's type for the auto-received ones
+    (``PoisonPill``, ``Kill``, ...) and the system queue after each message (system
+    messages overtake), and gives the actor dead letters as the sender of a message
+    without one. Nothing else of a runtime (no supervision, no scheduler, no failure
+    handling): the floor of a conformant pure-Python tell."""
+    n = args.n
+    cell = _CheckedCell()
+    send = _CheckedRef(cell).tell
+    actor = _FloorSink(n)
+    dead = object()
+    auto: dict[type, Any] = {}
+    throughput = 300
+    t0 = time.perf_counter()
+    for i in range(n):
+        send(i)
+    mailbox, senders = cell.mailbox, cell.senders
+    receive = actor.receive
+    last_type: type = type(None)
+    last_handler = None
+    while mailbox:
+        left = throughput
+        while left:
+            message = mailbox.popleft()
+            sender = senders.popleft()
+            actor.sender = sender if sender is not None else dead
+            if type(message) is not last_type:
+                last_type = type(message)
+                last_handler = auto.get(last_type)
+            if last_handler is None:
+                receive(message)
+            else:
+                last_handler(message)
+            if cell.sysq:
+                raise RuntimeError("no system messages in this benchmark")
+            if not mailbox:
+                break
+            left -= 1
+    seconds = time.perf_counter() - t0
+    assert actor.left == 0
+    return rate_result(n, seconds)
+
+
 def sleep(args: argparse.Namespace) -> Result:
     """N waiting greenlets are released at once; each calls the patched ``time.sleep``.
 
@@ -317,6 +413,7 @@ WORKLOADS = {
     "switch": switch,
     "deque_call": deque_call,
     "sender_tell": sender_tell,
+    "checked_tell": checked_tell,
     "sleep": sleep,
 }
 
