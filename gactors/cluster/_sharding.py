@@ -36,8 +36,13 @@ Shape (every name below is internal):
   disagree for a heartbeat or two. A leaving region marks what it forwards (the
   ``host`` flag), so the receiver stops counting that node as a host before its view
   shows the leave; a node whose stored status is "leaving" stays excluded while it is
-  unreachable; two regions that each wait for the other's drain confirmation give
-  each other's messages back and confirm; a message that went from region to region
+  unreachable; a region asked to confirm a drain while it forwarded (or holds) the
+  shard's messages for a third region confirms only after that one did, so the
+  asker's next messages cannot overtake them; two regions that each wait for the
+  other's drain confirmation give each other's messages back and confirm, and a
+  longer circle of waits (a message that bounced) is broken the same way after two
+  heartbeats: then a message held in it can be overtaken;
+  a message that went from region to region
   ``_BOUNCES`` times waits for the next look at the view, in order, and is a dead
   letter only if it still bounces then.
 
@@ -543,7 +548,10 @@ class _Region(Actor):
         self._shards: dict[int, ActorRef] = {}
         self._last_dest: dict[int, str] = {}
         self._waiting: dict[int, _Waiting] = {}
-        self._markers: dict[int, list[ActorRef]] = {}
+        # Drain markers to confirm once the shard's buffer here is routed: per shard,
+        # (reply_to, the asker's node), and when the first one came (see _break_waits).
+        self._markers: dict[int, list[tuple[ActorRef, str]]] = {}
+        self._marker_at: dict[int, float] = {}
         self._leaving: Event | None = None
         self._leave_not_before = 0.0
         self._leave_deadline = 0.0
@@ -651,6 +659,7 @@ class _Region(Actor):
                 self._unpark()
                 if self._leaving is not None:
                     self._check_left()
+            self._break_waits()
         else:
             extract = self._extract
             if extract is None:
@@ -924,35 +933,102 @@ class _Region(Actor):
         del self._waiting[s]
         buf = w.returned
         buf.extend(w.buffer)
+        # Held for a look at the view: every message behind the one that bounced too
+        # often waited for it too, so none of them is held again (one more bounce makes
+        # it a dead letter). Held again, they went on one per heartbeat (found by the
+        # test of three hosts leaving at once).
+        waited = w.parked_at != 0.0
         while buf:
             rm, snd = buf.popleft()
-            self._route(rm.shard, rm.entity_id, rm.message, snd, rm.hops)
+            hops = rm.hops
+            if waited and _BOUNCES <= hops < _PARKED:
+                hops = _PARKED
+            self._route(rm.shard, rm.entity_id, rm.message, snd, hops)
             if s in self._waiting:
                 # Moved again meanwhile: the rest waits behind what was routed.
                 self._waiting[s].buffer.extend(buf)
                 buf.clear()
                 return
-        for reply_to in self._markers.pop(s, ()):
-            reply_to.tell(_Drained(s, self._node_id), self.ref)
+        if s in self._markers:
+            last = self._last_dest.get(s)
+            if last is not None and last != self._node_id and last in self._members:
+                # The buffer went on to another region: the askers' messages in it are
+                # routed once that one confirmed (else their next ones overtake them).
+                self._chain_drain(s, last)
+                return
+            del self._marker_at[s]
+            for reply_to, _node in self._markers.pop(s):
+                reply_to.tell(_Drained(s, self._node_id), self.ref)
         self._check_left()
+
+    def _add_marker(self, s: int, m: _Drain) -> None:
+        markers = self._markers.get(s)
+        if markers is None:
+            markers = self._markers[s] = []
+            self._marker_at[s] = monotonic()
+        markers.append((m.reply_to, m.node))
+
+    def _break_waits(self) -> None:
+        # Regions that wait for each other's confirmation in a circle of three or more
+        # (views disagreeing while several nodes leave) would wait until the leave's
+        # deadline, and a leaving node's buffer is then dead letters. A marker still
+        # waiting on another region after two heartbeats (at most half the shortest
+        # leave deadline, see _leave) is confirmed as a direct cycle is: the asker's
+        # own messages go back to it, and a later message may overtake one still held
+        # elsewhere.
+        if not self._marker_at:
+            return
+        hb = self.context.system.cluster_node.settings.heartbeat_interval
+        limit = monotonic() - min(2 * hb, 0.3 * max(3.0, self._ttl))
+        for s, at in list(self._marker_at.items()):
+            w = self._waiting.get(s)
+            if at > limit or w is None or w.remote is None:
+                continue  # recent, or waiting for a local hand-off or a view
+            del self._marker_at[s]
+            _log.debug("sharding region %r: shard %d: drain wait broken", self._type, s)
+            for reply_to, node in self._markers.pop(s):
+                self._give_back(node, w)
+                reply_to.tell(_Drained(s, self._node_id), self.ref)
+
+    def _chain_drain(self, s: int, node: str) -> None:
+        # Wait for `node` to confirm it routed what this region sent it for shard `s`
+        # (the markers registered for `s` are confirmed after that).
+        del self._last_dest[s]
+        w = self._waiting[s] = _Waiting()
+        w.remote = node
+        self._flush_to(node)  # the marker goes after everything sent before it
+        self._region_of(node).tell(_Drain(s, self.ref, self._node_id), self.ref)
 
     def _drain_request(self, m: _Drain) -> None:
         # Everything the asker sent before this marker has been routed already (one
         # path, in order) unless it sits in a buffer here: then confirm after it.
         w = self._waiting.get(m.shard)
-        if w is not None and w.remote is not None:
-            # This region waits for another one's confirmation, which may wait for the
-            # asker's (a cycle: nodes leaving at once forward to each other). What
+        if w is not None and w.remote == m.node:
+            # This region waits for the asker's confirmation while the asker waits for
+            # ours (a cycle: nodes leaving at once forward to each other). What
             # entered the cluster at the asker and came straight here goes back to it
             # (it waits for us, so its own buffer keeps them ahead of what it sends
-            # later), then the confirmation; the asker does the same for ours.
+            # later), then the confirmation; the asker does the same for ours. A
+            # region that waits for a third one confirms once that one did (below):
+            # confirming at once let the asker's next messages overtake the ones
+            # still held there (three hosts leaving at once).
             self._give_back(m.node, w)
             m.reply_to.tell(_Drained(m.shard, self._node_id), self.ref)
             return
-        if m.shard in self._waiting:
-            self._markers.setdefault(m.shard, []).append(m.reply_to)
-        else:
-            m.reply_to.tell(_Drained(m.shard, self._node_id), self.ref)
+        s = m.shard
+        if s in self._waiting:
+            self._add_marker(s, m)
+            return
+        last = self._last_dest.get(s)
+        if last is not None and last != self._node_id and last != m.node and last in self._members:
+            # This region forwarded the shard's messages to a third one (several
+            # nodes leave at once): the asker's earlier messages are only routed once
+            # that region confirmed as well. Confirming now would let the asker's next
+            # messages reach the new owner by their own path, ahead of them.
+            self._add_marker(s, m)
+            self._chain_drain(s, last)
+            return
+        m.reply_to.tell(_Drained(s, self._node_id), self.ref)
 
     def _give_back(self, node: str, w: _Waiting) -> None:
         out = _Out()

@@ -234,9 +234,15 @@ def test_rebalance_on_leave_delivers_buffered_messages_in_order(shards: Shards) 
     b = shards.host()
     c = shards.client()
     wait_members(c, 3)
-    ents = [f"o{i}" for i in range(8)]
+    # Four entities on each host, by the allocation every region computes (eight
+    # fixed names all landed on b about once in 130 runs).
+    owners = allocate("cart", SHARDS, sorted([node_of(a), node_of(b)]))
+    names = (f"o{i}" for i in range(10_000))
+    ents = [e for e in names if owners[shard_of(e, SHARDS)] == node_of(a)][:4]
+    names = (f"o{i}" for i in range(10_000))
+    ents += [e for e in names if owners[shard_of(e, SHARDS)] == node_of(b)][:4]
     on_a = [e for e in ents if ask_who(c, e)[0] == node_of(a)]
-    assert on_a, "some entities run on the node that leaves"
+    assert len(on_a) == 4, "four entities run on the node that leaves"
     assert c.command(cmd="shard-stream", type="cart", entities=ents, interval=0.01)["ok"]
     time.sleep(0.5)
     assert a.command(cmd="leave")["ok"]
@@ -327,3 +333,44 @@ def test_buffers_are_bounded_overflow_is_dead_letters_then_delivered_in_order(
     shards.host()
     wait_until(lambda: len(shards.msgs("b1")) >= BUFFER_LIMIT, 60, "the buffered messages")
     assert shards.msgs("b1") == list(range(BUFFER_LIMIT))
+
+
+def test_three_hosts_leaving_at_once_lose_no_message(shards: Shards) -> None:
+    # Three of four hosts leave at the same moment (a gunicorn HUP stops its workers
+    # together) while a client streams to entities on all of them: every message still
+    # arrives exactly once, every entity ends on the host that stays, and no entity
+    # ever runs twice. Order is kept unless the regions' views disagreed in a circle
+    # (a message bouncing between leaving hosts), which is broken after two heartbeats
+    # (docs/cluster/singleton-sharding.md): measured and logged, not asserted.
+    hosts = [shards.host() for _ in range(4)]
+    c = shards.client()
+    wait_members(c, 5)
+    ents = [f"t{i}" for i in range(16)]
+    placed = {e: ask_who(c, e)[0] for e in ents}
+    stays = hosts[3]
+    leaving = hosts[:3]
+    assert {placed[e] for e in ents} - {node_of(stays)}, "entities run on the leaving hosts"
+    assert c.command(cmd="shard-stream", type="cart", entities=ents, interval=0.01)["ok"]
+    time.sleep(0.5)
+    for p in leaving:  # within milliseconds of each other: before any gossip round
+        assert p.command(cmd="leave")["ok"]
+    for p in leaving:
+        assert p.wait_for("terminated", 30) is not None, f"{node_of(p)} did not leave"
+    time.sleep(1.0)
+    sent = c.command(cmd="shard-stream-stop")["sent"]
+    assert sent > 100
+    wait_until(
+        lambda: all(len(shards.msgs(e)) >= sent for e in ents), 20, "every message delivered"
+    )
+    overtaken = 0
+    for e in ents:
+        got = shards.msgs(e)
+        assert sorted(got) == list(range(sent)), (
+            f"{e}: {len(got)} of {sent}; missing {sorted(set(range(sent)) - set(got))[:20]}; "
+            f"dead letters: {dead_letters(shards)}"
+        )
+        overtaken += sum(1 for i in range(1, len(got)) if got[i] < got[i - 1])
+    _log.warning("three hosts leaving at once: %d message(s) overtaken of %d", overtaken, sent * 16)
+    for e in ents:
+        assert ask_who(c, e)[0] == node_of(stays)
+    assert_no_overlap(shards.records())

@@ -279,3 +279,45 @@ def test_a_paused_holder_stops_its_instance_and_tokens_only_grow(nodes: Nodes) -
     after = [r for r in nodes.records() if r["ev"] == "msg" and r["x"] == "after"]
     assert [r["pid"] for r in after] == [b.pid]
     assert len(nodes.running()) == 1
+
+
+def test_three_nodes_leaving_at_once_hand_over_to_the_one_that_stays(nodes: Nodes) -> None:
+    # A rolling deploy that stops three of four nodes at the same moment (what a HUP
+    # of gunicorn does to its workers): the singleton must end on the node that stays,
+    # never run twice, and every old instance must stop before the next one starts.
+    a = nodes.spawn()
+    b = nodes.spawn()
+    c = nodes.spawn()
+    d = nodes.spawn()
+    wait_until(
+        lambda: len([m for m in d.command(cmd="members")["members"] if m[1] == "up"]) == 4,
+        15,
+        "4 members up",
+    )
+    first = wait_until(nodes.running, 15, "the first instance")[0]
+    assert first["node"] == node_of(a)
+    leaving = (a, b, c)
+    for p in leaving:  # one after the other within milliseconds: before any gossip round
+        assert p.command(cmd="leave")["ok"]
+    for p in leaving:
+        assert p.wait_for("terminated", 30) is not None, f"{node_of(p)} did not leave"
+    last = wait_until(
+        lambda: [i for i in nodes.running() if i["node"] == node_of(d)],
+        30,
+        "the instance on the node that stays",
+    )[0]
+    recs = nodes.records()
+    assert_no_overlap(recs)
+    assert last["token"] > first["token"]
+    assert [i for i in incarnations(recs) if i["stop"] is None] == [last], (
+        "exactly one instance still runs"
+    )
+    reply = d.command(cmd="singleton-ask", name="svc", message=["who"])
+    assert reply["ok"], reply
+    assert reply["reply"][0] == node_of(d)
+    assert reply["reply"][2] == last["token"]
+    wait_until(
+        lambda: [m[0] for m in d.command(cmd="members")["members"]] == [d.address],
+        15,
+        "the three that left removed from the membership",
+    )
