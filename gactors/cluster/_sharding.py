@@ -43,8 +43,9 @@ Shape (every name below is internal):
   longer circle of waits (a message that bounced) is broken the same way after two
   heartbeats: then a message held in it can be overtaken;
   a message that went from region to region
-  ``_BOUNCES`` times waits for the next look at the view, in order, and is a dead
-  letter only if it still bounces then.
+  ``_BOUNCES`` times waits for the next look at the view, in order, with the
+  messages behind it, and is a dead letter only if it still bounces after
+  ``_HOLDS`` such waits.
 
 A node that only sends calls ``start_proxy``: its region never hosts; it must not have
 the hosting ``role`` (with ``role=None`` every member hosts, so a sending-only node
@@ -188,14 +189,20 @@ class _Out:
 
 #: How many times a message may go from region to region (views disagree while nodes
 #: join and leave) before the region holds it until its next look at the view; a
-#: message still bouncing after that is a dead letter.
+#: message still bouncing after ``_HOLDS`` such waits is a dead letter.
 _BOUNCES = 3
-_PARKED = 100  # the hop count of a message that was held once
+_PARKED = 100  # hops // _PARKED: the waits a message had; hops % _PARKED: its bounces since
+_HOLDS = 3
 
 #: The most messages in one batch between regions (bounds the wire message and the
 #: latency of the first one).
 BATCH_LIMIT = 200
 _FLAT_LIMIT = 5 * BATCH_LIMIT
+
+
+def _held(hops: int) -> int:
+    """The hop count of a message once it waited for a look at the view."""
+    return (hops // _PARKED + 1) * _PARKED
 
 
 class _Flush:
@@ -501,6 +508,16 @@ class _Shard(Actor):
 
 
 # -- the region ----------------------------------------------------------------------------------
+class _Marker:
+    # A drain marker to confirm once the shard's messages held here are routed.
+    __slots__ = ("chained", "node", "reply_to")
+
+    def __init__(self, reply_to: ActorRef, node: str, chained: bool) -> None:
+        self.reply_to = reply_to
+        self.node = node  # the asker's node
+        self.chained = chained  # this region drained the next one for it already
+
+
 class _Waiting:
     # A shard whose messages this region holds back while it moves.
     __slots__ = ("buffer", "local", "parked", "parked_at", "parked_view", "remote", "returned")
@@ -548,9 +565,9 @@ class _Region(Actor):
         self._shards: dict[int, ActorRef] = {}
         self._last_dest: dict[int, str] = {}
         self._waiting: dict[int, _Waiting] = {}
-        # Drain markers to confirm once the shard's buffer here is routed: per shard,
-        # (reply_to, the asker's node), and when the first one came (see _break_waits).
-        self._markers: dict[int, list[tuple[ActorRef, str]]] = {}
+        # Drain markers to confirm once the shard's buffer here is routed, per shard,
+        # and when the first one came (see _break_waits).
+        self._markers: dict[int, list[_Marker]] = {}
         self._marker_at: dict[int, float] = {}
         self._leaving: Event | None = None
         self._leave_not_before = 0.0
@@ -722,27 +739,26 @@ class _Region(Actor):
                     c = collect[s] = (shard, [])
                 c[1].append((_Env(eid, msg), sender))
             return
-        if hops >= _BOUNCES:
-            if hops < _PARKED:
+        if hops % _PARKED >= _BOUNCES:
+            if hops // _PARKED < _HOLDS:
                 # Views disagree (nodes joining and leaving at once): hold the shard's
                 # messages here, in order, until the next look at the view.
                 w = self._waiting[s] = _Waiting()
                 w.parked = True
                 w.parked_view = self._seen
                 w.parked_at = monotonic()
-                w.buffer.append((_RegionMsg(s, eid, msg, _PARKED), sender))
+                w.buffer.append((_RegionMsg(s, eid, msg, _held(hops)), sender))
                 return
-            if hops >= _PARKED + _BOUNCES:
-                # Still bouncing after the views had time to agree: do not ping-pong
-                # forever.
-                _log.warning(
-                    "sharding region %r: shard %d keeps bouncing (membership views "
-                    "disagree); dead letter",
-                    self._type,
-                    s,
-                )
-                self.context.system.publish_dead_letter(msg, sender, self.ref)
-                return
+            # Still bouncing after the views had time to agree: do not ping-pong
+            # forever.
+            _log.warning(
+                "sharding region %r: shard %d keeps bouncing (membership views "
+                "disagree); dead letter",
+                self._type,
+                s,
+            )
+            self.context.system.publish_dead_letter(msg, sender, self.ref)
+            return
         self._last_dest[s] = owner
         # Gathered per node and sent as one batch once the mailbox got to the flush
         # marker told to self now (everything already queued is batched with it), or
@@ -934,39 +950,54 @@ class _Region(Actor):
         buf = w.returned
         buf.extend(w.buffer)
         # Held for a look at the view: every message behind the one that bounced too
-        # often waited for it too, so none of them is held again (one more bounce makes
-        # it a dead letter). Held again, they went on one per heartbeat (found by the
-        # test of three hosts leaving at once).
+        # often waited for it too, so it counts as held (held again one by one, they
+        # went on one per heartbeat: found by the test of three hosts leaving at once).
         waited = w.parked_at != 0.0
         while buf:
             rm, snd = buf.popleft()
             hops = rm.hops
-            if waited and _BOUNCES <= hops < _PARKED:
-                hops = _PARKED
+            if waited and hops % _PARKED >= _BOUNCES and hops // _PARKED < _HOLDS:
+                hops = _held(hops)
             self._route(rm.shard, rm.entity_id, rm.message, snd, hops)
             if s in self._waiting:
                 # Moved again meanwhile: the rest waits behind what was routed.
                 self._waiting[s].buffer.extend(buf)
                 buf.clear()
                 return
-        if s in self._markers:
+        markers = self._markers.get(s)
+        if markers is not None:
             last = self._last_dest.get(s)
             if last is not None and last != self._node_id and last in self._members:
                 # The buffer went on to another region: the askers' messages in it are
                 # routed once that one confirmed (else their next ones overtake them).
-                self._chain_drain(s, last)
-                return
+                # A marker whose chain is done is confirmed now: what was routed since
+                # came after it. Each marker chains once, so traffic that keeps coming
+                # here cannot hold an asker back for ever.
+                fresh = [mk for mk in markers if not mk.chained]
+                self._confirm([mk for mk in markers if mk.chained], s)
+                if fresh:
+                    for mk in fresh:
+                        mk.chained = True
+                    self._markers[s] = fresh
+                    self._marker_at[s] = monotonic()
+                    self._chain_drain(s, last)
+                    return
+            else:
+                self._confirm(markers, s)
+            del self._markers[s]
             del self._marker_at[s]
-            for reply_to, _node in self._markers.pop(s):
-                reply_to.tell(_Drained(s, self._node_id), self.ref)
         self._check_left()
 
-    def _add_marker(self, s: int, m: _Drain) -> None:
+    def _confirm(self, markers: list[_Marker], s: int) -> None:
+        for mk in markers:
+            mk.reply_to.tell(_Drained(s, self._node_id), self.ref)
+
+    def _add_marker(self, s: int, m: _Drain, chained: bool) -> None:
         markers = self._markers.get(s)
         if markers is None:
             markers = self._markers[s] = []
             self._marker_at[s] = monotonic()
-        markers.append((m.reply_to, m.node))
+        markers.append(_Marker(m.reply_to, m.node, chained))
 
     def _break_waits(self) -> None:
         # Regions that wait for each other's confirmation in a circle of three or more
@@ -986,9 +1017,9 @@ class _Region(Actor):
                 continue  # recent, or waiting for a local hand-off or a view
             del self._marker_at[s]
             _log.debug("sharding region %r: shard %d: drain wait broken", self._type, s)
-            for reply_to, node in self._markers.pop(s):
-                self._give_back(node, w)
-                reply_to.tell(_Drained(s, self._node_id), self.ref)
+            for mk in self._markers.pop(s):
+                self._give_back(mk.node, w)
+                mk.reply_to.tell(_Drained(s, self._node_id), self.ref)
 
     def _chain_drain(self, s: int, node: str) -> None:
         # Wait for `node` to confirm it routed what this region sent it for shard `s`
@@ -1017,7 +1048,7 @@ class _Region(Actor):
             return
         s = m.shard
         if s in self._waiting:
-            self._add_marker(s, m)
+            self._add_marker(s, m, chained=False)
             return
         last = self._last_dest.get(s)
         if last is not None and last != self._node_id and last != m.node and last in self._members:
@@ -1025,7 +1056,7 @@ class _Region(Actor):
             # nodes leave at once): the asker's earlier messages are only routed once
             # that region confirmed as well. Confirming now would let the asker's next
             # messages reach the new owner by their own path, ahead of them.
-            self._add_marker(s, m)
+            self._add_marker(s, m, chained=True)
             self._chain_drain(s, last)
             return
         m.reply_to.tell(_Drained(s, self._node_id), self.ref)
