@@ -1017,9 +1017,10 @@ class _Region(Actor):
                 continue  # recent, or waiting for a local hand-off or a view
             del self._marker_at[s]
             _log.debug("sharding region %r: shard %d: drain wait broken", self._type, s)
-            for mk in self._markers.pop(s):
+            markers = self._markers.pop(s)
+            for mk in markers:
                 self._give_back(mk.node, w)
-                mk.reply_to.tell(_Drained(s, self._node_id), self.ref)
+            self._confirm(markers, s)
 
     def _chain_drain(self, s: int, node: str) -> None:
         # Wait for `node` to confirm it routed what this region sent it for shard `s`
