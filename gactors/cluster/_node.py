@@ -45,7 +45,7 @@ import os
 import re
 import socket
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from time import monotonic
 from typing import TYPE_CHECKING, Any
 
@@ -71,6 +71,9 @@ from gactors.cluster._events import (
 from gactors.cluster._redis import RedisBackend
 from gactors.cluster._remote import RemoteActorRef
 from gactors.cluster._seam import (
+    FULL,
+    GONE,
+    SENT,
     STATUS_LEAVING,
     BackendUnavailable,
     HeartbeatResult,
@@ -105,6 +108,10 @@ _BACKOFF_MAX = 2.0
 _CACHE_MAX = 20_000
 # How long the graceful leave and the final flush may take at termination.
 _LEAVE_BUDGET = 3.0
+# At most one warning per destination node this often when its inbox is full.
+_FULL_WARNING_INTERVAL = 10.0
+# Attempts (with backoff) to drain a removed node's inbox while Redis is unreachable.
+_DRAIN_ATTEMPTS = 5
 
 
 def make_node_id() -> str:
@@ -212,8 +219,22 @@ class ClusterNode:
         #: user actor stops: the singleton and sharding hand-overs. Each returns None or
         #: something with ``wait(timeout)`` (a gevent Event) set once its hand-over is done.
         self.leave_hooks: list[Callable[[], Any]] = []
+        #: Messages by outcome (counted per flush and per batch, not per message):
+        #: ``sent`` (appended to an inbox), ``dead_letters`` (dead letters published
+        #: here for messages that certainly did not arrive: node gone, inbox full,
+        #: Redis unreachable before anything was written), ``unknown`` (a flush whose
+        #: outcome is unknown: they may have arrived, so they are no dead letters),
+        #: ``full`` (of ``dead_letters``: refused by a full inbox), ``received`` (read
+        #: from this node's inbox) and ``drained`` (unread in a removed node's inbox,
+        #: dead letters here).
+        self.stats: dict[str, int] = dict.fromkeys(
+            ("sent", "dead_letters", "unknown", "full", "received", "drained"), 0
+        )
+        self._full_warned: dict[str, float] = {}
         # -- lifecycle --
         self._leaving = False
+        #: Set when this node drains its own inbox (graceful leave): the reader stops.
+        self._draining = False
         self._closing = False
         self._closed = False
         self.downed = False
@@ -228,7 +249,9 @@ class ClusterNode:
         """Join (blocking until the store answered), then start the loops."""
         store = self._store = self.backend.membership()
         try:
-            view = store.join(self.node_id, list(self.settings.roles))
+            view = store.join(
+                self.node_id, list(self.settings.roles), inbox_ttl_ms=2 * self._down_ms
+            )
         except BackendUnavailable as e:
             raise ClusterError(
                 f"cannot join the cluster of {self.system.name!r} at {self.backend.safe_url}: "
@@ -269,9 +292,6 @@ class ClusterNode:
         bounded budget, then call ``then`` (stop the user actors). In the hub thread."""
         hooks = list(self.leave_hooks)
         self.leave_hooks.clear()
-        if not hooks:
-            then()
-            return
 
         def run() -> None:
             deadline = monotonic() + max(_LEAVE_BUDGET, self.settings.lease_ttl)
@@ -292,9 +312,46 @@ class ClusterNode:
                         self.address_str,
                     )
                     break
+            self._drain_own_inbox()
             then()
 
         gevent.spawn(run)
+
+    def _drain_own_inbox(self) -> None:
+        """Graceful leave, after the hand-overs and before the user actors stop: close
+        the inbox (senders dead-letter what they send from now on) and deliver what
+        was still unread in it, after everything the reader already had (SPEC §17
+        "Precisely": a leaving node processes or dead-letters its whole inbox)."""
+        if self.downed or self._closed or self._draining:
+            return
+        self._draining = True
+        batches: list[bytes] | None = None
+        try:
+            with gevent.Timeout(_LEAVE_BUDGET, False), self._store_lock:
+                batches = self._store.drain_inbox(self.node_id)
+        except BackendUnavailable as e:
+            _log.warning(
+                "cluster node %s cannot close its inbox: %s; what is unread in it becomes "
+                "dead letters on the node that removes this one",
+                self.address_str,
+                e,
+            )
+        reader = self._reader
+        if reader is not None and not reader.dead:
+            # Deleting the inbox ends a blocked read at once; a read that returned
+            # before it is delivered first (the order per sender is kept).
+            reader.join(_LEAVE_BUDGET)
+            if not reader.dead:
+                reader.kill(block=False)
+        if batches:
+            _log.info(
+                "cluster node %s: %d unread entr%s of its inbox delivered before leaving",
+                self.address_str,
+                len(batches),
+                "y" if len(batches) == 1 else "ies",
+            )
+            for data in batches:
+                self._deliver_batch(data)
 
     def _set_leaving(self) -> None:
         try:
@@ -423,8 +480,9 @@ class ClusterNode:
     def _enqueue(
         self, dest: str, rec: Record, message: Any, sender: ActorRef | None, ref: ActorRef
     ) -> None:
-        if dest not in self._members:
-            if dest in self._removed or self._closing:
+        if dest not in self._members or self.downed:
+            if self.downed or dest in self._removed or self._closing:
+                # A downed node stops sending at once (SPEC §17 "Precisely").
                 self._undeliverable(message, sender, ref)
                 return
             # A node this one has not seen yet (it joined after our last view): the
@@ -491,7 +549,8 @@ class ClusterNode:
     def _flush_loop(self) -> None:
         outbox = self.backend.outbox()
         delay = _BACKOFF_FIRST
-        encode_batches = self.codec.encode_batches
+        split = self.codec.split_batches
+        max_unread = self.settings.inbox_max_unread
         try:
             while True:
                 self._wake.wait()
@@ -503,38 +562,40 @@ class ClusterNode:
                         return
                     continue
                 self._pending = {}
+                if self.downed:
+                    for _, metas in pending.values():
+                        self._dead_letter_all(metas)
+                    continue
                 entries: list[tuple[str, bytes]] = []
-                sent: list[list[tuple[Any, Any, ActorRef]]] = []
+                # The messages of each entry, in step with ``entries``.
+                spans: list[list[tuple[Any, Any, ActorRef]]] = []
                 members = self._members
                 for dest, (recs, metas) in pending.items():
                     if dest not in members:
                         self._dead_letter_all(metas)
                         continue
                     try:
-                        for data in encode_batches(recs):
-                            entries.append((dest, data))
+                        parts = split(recs)
                     except Exception:
                         _log.exception("cannot encode a batch for %s", dest)
                         self._dead_letter_all(metas)
                         continue
-                    sent.append(metas)
+                    if len(parts) == 1:
+                        entries.append((dest, parts[0][0]))
+                        spans.append(metas)
+                        continue
+                    start = 0
+                    for data, n in parts:
+                        entries.append((dest, data))
+                        spans.append(metas[start : start + n])
+                        start += n
                 if not entries:
                     continue
                 try:
-                    outbox.send(entries)
+                    outcomes = outbox.send(entries, max_unread)
                 except BackendUnavailable as e:
-                    n = sum(len(m) for m in sent)
-                    _log.warning(
-                        "cluster node %s: %d message(s) to %d node(s) dropped as dead letters: "
-                        "%s; retrying in %.2f s",
-                        self.address_str,
-                        n,
-                        len(sent),
-                        e,
-                        delay,
-                    )
-                    for metas in sent:
-                        self._dead_letter_all(metas)
+                    self._settle(entries, spans, e.outcomes)
+                    self._flush_failed(entries, spans[len(e.outcomes) :], e, delay)
                     if self._closing:
                         return
                     gevent.sleep(delay)
@@ -545,8 +606,93 @@ class ClusterNode:
                         self._wake.set()
                     continue
                 delay = _BACKOFF_FIRST
+                self._settle(entries, spans, outcomes)
         finally:
             outbox.close()
+
+    def _settle(
+        self,
+        entries: list[tuple[str, bytes]],
+        spans: list[list[tuple[Any, Any, ActorRef]]],
+        outcomes: Sequence[int],
+    ) -> None:
+        """Account for each entry by its outcome: sent, or dead letters here."""
+        stats = self.stats
+        for i, outcome in enumerate(outcomes):
+            metas = spans[i]
+            if outcome == SENT:
+                stats["sent"] += len(metas)
+                continue
+            stats["dead_letters"] += len(metas)
+            if outcome == FULL:
+                stats["full"] += len(metas)
+                self._warn_full(entries[i][0], len(metas))
+            elif outcome != GONE:
+                _log.warning(
+                    "cluster node %s: %d message(s) to %s refused by Redis: dead letters",
+                    self.address_str,
+                    len(metas),
+                    entries[i][0],
+                )
+            # GONE: the node left or was removed (our view is behind): as for a
+            # node that is not a member, the messages are dead letters here.
+            self._dead_letter_all(metas)
+
+    def _flush_failed(
+        self,
+        entries: list[tuple[str, bytes]],
+        spans: list[list[tuple[Any, Any, ActorRef]]],
+        error: BackendUnavailable,
+        delay: float,
+    ) -> None:
+        n = sum(len(m) for m in spans)
+        if not n:
+            return
+        if not error.maybe_sent:
+            # Nothing was written: they certainly did not arrive.
+            self.stats["dead_letters"] += n
+            _log.warning(
+                "cluster node %s: %d message(s) not sent, dead letters: %s; retrying in %.2f s",
+                self.address_str,
+                n,
+                error,
+                delay,
+            )
+            for metas in spans:
+                self._dead_letter_all(metas)
+            return
+        # Written, with no answer (a timeout, a connection lost mid-way): they may
+        # have arrived (Redis may execute a command it read before a pause), so they
+        # are never reported as dead letters, which a user might retry (SPEC §17).
+        self.stats["unknown"] += n
+        _log.warning(
+            "cluster node %s: the outcome of %d message(s) to %s is unknown (%s): they may "
+            "or may not have arrived, and are not reported as dead letters; retrying in "
+            "%.2f s",
+            self.address_str,
+            n,
+            ", ".join(sorted({dest for dest, _ in entries[-len(spans) :]})),
+            error,
+            delay,
+        )
+
+    def _warn_full(self, dest: str, n: int) -> None:
+        now = monotonic()
+        if now - self._full_warned.get(dest, -1e9) < _FULL_WARNING_INTERVAL:
+            return
+        if len(self._full_warned) > 1000:
+            self._full_warned.clear()
+        self._full_warned[dest] = now
+        _log.warning(
+            "cluster node %s: the inbox of %s holds %d unread entries or more (its reader "
+            "is behind): %d message(s) to it are dead letters (cluster.inbox_max_unread; "
+            "this warning repeats at most every %.0f s per node)",
+            self.address_str,
+            dest,
+            self.settings.inbox_max_unread,
+            n,
+            _FULL_WARNING_INTERVAL,
+        )
 
     # == inbound ================================================================================
     def _read_loop(self) -> None:
@@ -555,10 +701,12 @@ class ClusterNode:
         failing = False
         deliver = self._deliver_batch
         try:
-            while not self._closed:
+            while not self._closed and not self._draining:
                 try:
                     batches = reader.read(_READ_BLOCK_MS, _READ_COUNT)
                 except BackendUnavailable as e:
+                    if self._draining:
+                        break  # this node closed its inbox (graceful leave)
                     if not failing:
                         _log.warning(
                             "cluster node %s cannot read its inbox: %s; retrying with backoff",
@@ -585,6 +733,7 @@ class ClusterNode:
         except WireError as e:
             self._undecodable(str(e), describe_payload(data), None)
             return
+        self.stats["received"] += len(records)
         remote_refs = self._remote_refs
         local_refs = self._local_refs
         decode = codec.decode_message
@@ -830,6 +979,14 @@ class ClusterNode:
 
     def _self_downed(self) -> None:
         self.downed = True
+        # Stop sending at once: what is pending or held becomes dead letters here now
+        # (the flusher settles a flush already in flight by its outcome).
+        pending, held = self._pending, self._held
+        self._pending, self._held = {}, {}
+        for group in (pending, held):
+            for _, metas in group.values():
+                self.stats["dead_letters"] += len(metas)
+                self._dead_letter_all(metas)
         self.termination_reason = (
             f"cluster node {self.address_str} was removed from the cluster (it missed its "
             "heartbeats for longer than down_after, was downed, or the store lost the "
@@ -876,6 +1033,13 @@ class ClusterNode:
         for node in list(self._members):
             if node not in seen:
                 events.append(self._member_removed(node))
+        if publish:
+            # A node removed before this one ever saw it up (it joined and died
+            # between two views) may have an inbox with messages in it too.
+            for node in view.removed:
+                if node != self.node_id and node not in self._removed:
+                    self._removed.add(node)
+                    gevent.spawn(self._drain_removed, node)
         self._removed.update(n for n in view.removed if n != self.node_id)
         if publish:
             for ev in events:
@@ -885,6 +1049,9 @@ class ClusterNode:
         old = self._members.pop(node)
         self._unreachable.discard(node)
         self._removed.add(node)
+        # Every node that sees a removal tries; the drain is atomic, so exactly one
+        # gets what was unread (or none, when the node drained it itself on leaving).
+        gevent.spawn(self._drain_removed, node)
         self._remote_refs.clear()  # senders of that node are quarantined from now on
         for watchee, watchers in self._watching.pop(node, {}).items():
             for w in list(watchers):
@@ -892,6 +1059,77 @@ class ClusterNode:
         for watchee, watcher in self._watched_by.pop(node, ()):
             watchee._send_system(sm.Unwatch(watchee, watcher))
         return MemberRemoved(self._member(node, old.roles, "removed"))
+
+    def _drain_removed(self, node: str) -> None:
+        """Dead-letter here every entry still unread in the inbox of ``node``, which
+        was removed, then delete that inbox (SPEC §17 "Precisely")."""
+        delay = _BACKOFF_FIRST
+        batches: list[bytes] | None = None
+        for attempt in range(_DRAIN_ATTEMPTS):
+            if self._closed:
+                return
+            try:
+                with self._store_lock:
+                    batches = self._store.drain_inbox(node)
+                break
+            except BackendUnavailable as e:
+                if attempt == _DRAIN_ATTEMPTS - 1:
+                    _log.warning(
+                        "cluster node %s cannot drain the inbox of removed node %s: %s; "
+                        "another node may, or it expires with what is unread in it",
+                        self.address_str,
+                        node,
+                        e,
+                    )
+                    return
+                gevent.sleep(delay)
+                delay = min(delay * 2, _BACKOFF_MAX)
+        if not batches:
+            return
+        n = 0
+        for data in batches:
+            n += self._dead_letter_batch(data, node)
+        self.stats["drained"] += n
+        _log.warning(
+            "cluster node %s: %d message(s) unread in the inbox of removed node %s are "
+            "dead letters here",
+            self.address_str,
+            n,
+            node,
+        )
+
+    def _dead_letter_batch(self, data: bytes, node: str) -> int:
+        """Publish the user messages of one entry of ``node``'s inbox as dead letters
+        for their intended recipients; how many."""
+        codec = self.codec
+        try:
+            records = codec.decode_batch(data)
+        except WireError as e:
+            self._undecodable(str(e), describe_payload(data), None)
+            return 1
+        n = 0
+        name = self.system.name
+        for r in records:
+            if r.kind != KIND_USER:
+                continue  # watch/unwatch/death-watch: settled by the removal itself
+            n += 1
+            path, uid = r.recipient
+            try:
+                message: Any = codec.decode_message(r.serializer_id, r.payload)
+            except WireError:
+                message = UndecodableMessage(describe_payload(r.payload))
+            sender: Any = None
+            recipient: ActorRef = self.system.dead_letters
+            try:
+                if r.sender is not None:
+                    sender = self.ref_from_wire(*r.sender)
+                recipient = RemoteActorRef(
+                    self, ActorPath(name, _elements(path), None, node), uid, path
+                )
+            except Exception:  # a malformed ref: the message is still reported
+                _log.debug("a malformed ref in the inbox of %s", node, exc_info=True)
+            self.system.publish_dead_letter(message, sender, recipient)
+        return n
 
     def _publish(self, event: ClusterEvent) -> None:
         _log.info("cluster node %s: %s", self.address_str, event)

@@ -14,9 +14,20 @@ Redis Cluster; the inboxes are not, so that they spread over the slots:
 ``{P}:reasons``             HASH node -> why it was removed (diagnostics)
 ``{P}:lease:<name>``        HASH owner, token; expires with the lease (PEXPIRE)
 ``{P}:fence:<name>``        INT, the last fencing token of the lease (never expires)
-``P:inbox:<node>``          STREAM of batches (field ``d``), trimmed with ``MAXLEN ~``;
-                            expires ``2 * down_after`` after its node's last heartbeat
+``P:inbox:<node>``          STREAM of batches (field ``d``) with one consumer group
+                            (``g``) whose cursor records what the node read; created
+                            by its node's join, expires ``2 * down_after`` after its
+                            node's last heartbeat
 ==========================  ==========================================================
+
+The inbox (SPEC §17 "Precisely"): senders append with a script that refuses an inbox
+that does not exist (``GONE``: a removed node's inbox never comes back) or that holds
+``max_unread`` entries (``FULL``: a reader that fell behind is never overrun); the
+reader reads through the group with ``NOACK`` (the server moves the cursor atomically
+with the read) and trims what it read with ``XTRIM MINID`` in the same round trip as
+its next read. Whoever drains an inbox (the node that removed a dead node, or a
+leaving node itself) takes exactly the entries after the cursor and deletes the inbox
+in one script: an entry is read by its node or drained, never both, never neither.
 
 Every decision about membership is taken inside one Lua script that reads the
 server's ``TIME``: node clocks never matter, and when two nodes beat at the same
@@ -53,12 +64,13 @@ from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 import gevent.queue
 import redis
 from redis.backoff import NoBackoff
-from redis.exceptions import NoScriptError, RedisError
+from redis.exceptions import NoScriptError, RedisError, ResponseError
 from redis.retry import Retry
 from redis.sentinel import Sentinel, SentinelConnectionPool
 
 from gactors._threads import get_ident
 from gactors.cluster._seam import (
+    REFUSED,
     STATUS_LEAVING,
     STATUS_UP,
     Backend,
@@ -80,6 +92,8 @@ _T = TypeVar("_T")
 
 #: The stream field that carries a batch.
 BATCH_FIELD = b"d"
+#: The consumer group of an inbox (one per inbox: its node's reader).
+GROUP = b"g"
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9_.:-]+$")
 _NODE_RE = re.compile(r"^[A-Za-z0-9_.-]+$")
@@ -375,6 +389,42 @@ return {cur[1], tonumber(cur[2]), redis.call('PTTL', KEYS[1])}
 """
 
 
+# Inboxes. KEYS: 1 inbox. Each script touches that one key (one hash slot).
+# ARGV: 1 ttl ms. Creates the stream with its group (the cursor starts before the
+# first entry) unless it exists, and sets its expiry.
+_LUA_INBOX_OPEN = r"""
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  redis.call('XGROUP', 'CREATE', KEYS[1], 'g', '0', 'MKSTREAM')
+end
+redis.call('PEXPIRE', KEYS[1], ARGV[1])
+return 1
+"""
+
+# ARGV: 1 max unread entries, 2 batch. Returns 1 sent, 0 gone, -1 full.
+_LUA_SEND = r"""
+if redis.replicate_commands then redis.replicate_commands() end
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+if redis.call('XLEN', KEYS[1]) >= tonumber(ARGV[1]) then return -1 end
+redis.call('XADD', KEYS[1], '*', 'd', ARGV[2])
+return 1
+"""
+
+# Takes every entry after the group's cursor (never read) and deletes the inbox.
+# Returns false if there is no inbox.
+_LUA_INBOX_DRAIN = r"""
+if redis.call('EXISTS', KEYS[1]) == 0 then return false end
+local last = '0-0'
+for _, g in ipairs(redis.call('XINFO', 'GROUPS', KEYS[1])) do
+  for i = 1, #g - 1, 2 do
+    if g[i] == 'last-delivered-id' then last = g[i + 1] end
+  end
+end
+local entries = redis.call('XRANGE', KEYS[1], '(' .. last, '+')
+redis.call('DEL', KEYS[1])
+return entries
+"""
+
+
 def _no_client_setinfo() -> dict[str, Any]:
     """Connection options that skip the CLIENT SETINFO round trips on connect
     (``driver_info`` since redis-py 7; ``lib_name``/``lib_version`` before)."""
@@ -466,18 +516,22 @@ class _Connections:
         ident = get_ident()
         conn = self._held.get(ident)
         try:
-            if conn is None:
-                conn = self._held[ident] = self.client().connection_pool.get_connection(
-                    *_GET_CONNECTION_ARGS
-                )
-            if self._backend.sentinel_target is not None:
-                self._check_master_held(conn)
-            if ident in self._dropped:
-                # Connect explicitly: a command on a dropped connection reconnects
-                # to the address it had, which under Sentinel may be the old master;
-                # connect() asks the Sentinels first.
-                conn.connect()
-                self._dropped.discard(ident)
+            try:
+                if conn is None:
+                    conn = self._held[ident] = self.client().connection_pool.get_connection(
+                        *_GET_CONNECTION_ARGS
+                    )
+                if self._backend.sentinel_target is not None:
+                    self._check_master_held(conn)
+                if ident in self._dropped:
+                    # Connect explicitly: a command on a dropped connection reconnects
+                    # to the address it had, which under Sentinel may be the old
+                    # master; connect() asks the Sentinels first.
+                    conn.connect()
+                    self._dropped.discard(ident)
+            except (RedisError, OSError) as exc:
+                # Nothing of fn's was written yet.
+                raise _NotSent(f"{type(exc).__name__}: {exc}") from exc
             return fn(conn)
         except (RedisError, OSError) as exc:
             if conn is not None:
@@ -548,8 +602,39 @@ class _Connections:
                 log.debug("closing a connection of %r failed", self._backend, exc_info=True)
 
 
+class _NotSent(RedisError):
+    """A call that failed before anything was written (connecting failed)."""
+
+
+class _SendFailed(RedisError):
+    """A send that failed, with what is known of it (mapped to BackendUnavailable)."""
+
+    def __init__(self, cause: BaseException, written: bool, outcomes: list[int]) -> None:
+        super().__init__(f"{type(cause).__name__}: {cause}")
+        self.written = written
+        self.outcomes = outcomes
+
+
+def _ensure_live(conn: Any) -> None:
+    """Connect ``conn`` if it is not, and replace it if the server closed it while it
+    was idle (restart, ``CLIENT KILL``, idle timeout): a poll of the socket, before
+    anything is written. Errors here mean nothing was sent."""
+    if conn._sock is None:  # redis-py's own test of "connected"  # noqa: SLF001
+        conn.connect()
+        return
+    try:
+        stale = conn.can_read(timeout=0)  # data or EOF on an idle connection
+    except (RedisError, OSError):
+        stale = True
+    if stale:
+        log.debug("%r: an idle connection was closed by the server; reconnecting", conn)
+        conn.disconnect()
+        conn.connect()
+
+
 class _RedisOutbox:
-    """:class:`~gactors.cluster._seam.Outbox` on Redis streams."""
+    """:class:`~gactors.cluster._seam.Outbox` on Redis streams (one script per batch:
+    check the inbox exists and is not full, then append)."""
 
     def __init__(self, backend: RedisBackend) -> None:
         self._backend = backend
@@ -559,10 +644,12 @@ class _RedisOutbox:
     def __repr__(self) -> str:
         return f"<RedisOutbox of {self._backend!r}>"
 
-    def send(self, batches: Sequence[tuple[str, bytes]]) -> None:
+    def send(self, batches: Sequence[tuple[str, bytes]], max_unread: int = 10_000) -> list[int]:
         if not batches:
-            return
-        # The XADDs are packed here rather than through redis-py's pipeline: its
+            return []
+        limit = b"%d" % max_unread
+        limit = b"$%d\r\n%s\r\n$" % (len(limit), limit)
+        # The commands are packed here rather than through redis-py's pipeline: its
         # generic encoder costs more than the round trip (measured: 32k entries/s
         # through the pipeline, over twice that packed here). Everything goes out in
         # one write and the replies are read after it: one round trip.
@@ -574,36 +661,67 @@ class _RedisOutbox:
             if prefix is None:
                 prefix = self._prefix_of(node)
             append(prefix)
+            append(limit)
             append(b"%d\r\n" % len(batch))
             append(batch)
             append(b"\r\n")
         packed = b"".join(parts)
         count = len(batches)
 
-        def run(conn: Any) -> None:
-            conn.send_packed_command([packed])
-            for _ in range(count):
-                # An error reply raises here; call_held then drops the connection,
-                # with the replies not yet read.
-                conn.read_response()
+        def run(conn: Any) -> list[int]:
+            outcomes: list[int] = []
+            written = False
+            try:
+                _ensure_live(conn)
+                written = True
+                conn.send_packed_command([packed], check_health=False)
+                missing: list[int] = []
+                for i in range(count):
+                    try:
+                        outcomes.append(int(conn.read_response()))
+                    except NoScriptError:
+                        outcomes.append(REFUSED)
+                        missing.append(i)
+                    except ResponseError as e:
+                        # Nothing was appended (the script fails before XADD); the
+                        # replies after it are read all the same.
+                        log.warning("%r: a batch for %s was refused: %s", self, batches[i][0], e)
+                        outcomes.append(REFUSED)
+                if missing:
+                    # The server forgot the script (restart, SCRIPT FLUSH): none of
+                    # these ran, so they are sent again, in order, once it is loaded.
+                    conn.send_command("SCRIPT", "LOAD", _SEND.source)
+                    conn.read_response()
+                    again = b"".join(self._pack_one(batches[i], limit) for i in missing)
+                    conn.send_packed_command([again], check_health=False)
+                    for i in missing:
+                        try:
+                            outcomes[i] = int(conn.read_response())
+                        except ResponseError as e:
+                            log.warning(
+                                "%r: a batch for %s was refused: %s", self, batches[i][0], e
+                            )
+            except (RedisError, OSError) as e:
+                raise _SendFailed(e, written, outcomes) from e
+            return outcomes
 
-        self._conn.call_held("send", run)
+        return self._conn.call_held("send", run)
+
+    def _pack_one(self, item: tuple[str, bytes], limit: bytes) -> bytes:
+        node, batch = item
+        prefix = self._prefixes.get(node) or self._prefix_of(node)
+        return b"%s%s%d\r\n%s\r\n" % (prefix, limit, len(batch), batch)
 
     def _prefix_of(self, node: str) -> bytes:
-        """The RESP bytes of ``XADD <inbox> MAXLEN ~ <n> * d $`` (up to the batch's
-        length) for ``node``: the same for every batch to it, so kept."""
+        """The RESP bytes of ``EVALSHA <send> 1 <inbox>`` for ``node``: the same for
+        every batch to it, so kept."""
         if len(self._prefixes) > 10_000:
             self._prefixes.clear()  # nodes come and go: keep the cache bounded
         key = self._backend.inbox_key(node).encode()
-        maxlen = str(self._backend.inbox_maxlen).encode()
-        prefix = b"*8\r\n$4\r\nXADD\r\n$%d\r\n%s\r\n$6\r\nMAXLEN\r\n$1\r\n~\r\n" % (
+        prefix = b"*6\r\n$7\r\nEVALSHA\r\n$40\r\n%s\r\n$1\r\n1\r\n$%d\r\n%s\r\n" % (
+            _SEND.sha.encode(),
             len(key),
             key,
-        )
-        prefix += b"$%d\r\n%s\r\n$1\r\n*\r\n$1\r\n%s\r\n$" % (
-            len(maxlen),
-            maxlen,
-            BATCH_FIELD,
         )
         self._prefixes[node] = prefix
         return prefix
@@ -612,9 +730,38 @@ class _RedisOutbox:
         self._conn.close()
 
 
+def _next_id(entry_id: bytes) -> bytes:
+    """The smallest stream id after ``entry_id`` (``XTRIM MINID`` keeps ids >= it)."""
+    ms, _, seq = entry_id.partition(b"-")
+    return b"%s-%d" % (ms, int(seq or b"0") + 1)
+
+
+def _id_key(entry_id: bytes) -> tuple[int, int]:
+    ms, _, seq = entry_id.partition(b"-")
+    return int(ms), int(seq or b"0")
+
+
+def _batches_of(entries: Any) -> tuple[list[bytes], bytes | None]:
+    """The batches of a list of stream entries ``[[id, [field, value, ...]], ...]`` and
+    the id of the last one (None if there is none)."""
+    batches: list[bytes] = []
+    last: bytes | None = None
+    for entry_id, fields in entries:
+        last = entry_id
+        data = _field(fields, BATCH_FIELD)
+        if not isinstance(data, bytes):
+            # Not written by an Outbox: hand on an empty batch, which no batch
+            # decoder accepts, so the node reports it like any other garbage.
+            log.debug("inbox entry %r has no %r field", entry_id, BATCH_FIELD)
+            data = b""
+        batches.append(data)
+    return batches, last
+
+
 class _RedisInboxReader:
-    """:class:`~gactors.cluster._seam.InboxReader` on a Redis stream (``XREAD BLOCK``
-    from the last id seen; no consumer group: at-most-once needs no acknowledgement)."""
+    """:class:`~gactors.cluster._seam.InboxReader` on a Redis stream: ``XREADGROUP
+    ... NOACK`` (the group's cursor is what was read: no acknowledgement needed), with
+    ``XTRIM MINID`` of what the previous read returned in the same round trip."""
 
     def __init__(self, backend: RedisBackend, node: str, max_block_ms: int) -> None:
         if max_block_ms <= 0:
@@ -622,9 +769,16 @@ class _RedisInboxReader:
         self._backend = backend
         self._key = backend.inbox_key(_check_node(node))
         key = self._key.encode()
-        self._streams = b"$7\r\nSTREAMS\r\n$%d\r\n%s\r\n" % (len(key), key)
+        self._key_bytes = key
+        self._streams = b"$7\r\nSTREAMS\r\n$%d\r\n%s\r\n$1\r\n>\r\n" % (len(key), key)
         self._max_block_ms = max_block_ms
+        #: The id of the last entry this reader returned.
         self._last_id = b"0-0"
+        #: Whether entries up to _last_id are still to be trimmed.
+        self._untrimmed = False
+        #: Whether the last read failed: the next one first takes back what the
+        #: server may have handed out on the lost connection.
+        self._recover = False
         # The socket timeout must exceed the longest BLOCK (redis-py#2807): a read
         # that outlives it is a dead connection, not an empty inbox.
         self._conn = _Connections(
@@ -644,38 +798,76 @@ class _RedisInboxReader:
             )
         if count <= 0:
             raise ValueError(f"count must be > 0, not {count!r}")
+        if self._recover:
+            recovered = self._conn.call_held("read", self._take_back)
+            self._recover = False
+            if recovered:
+                return recovered
 
-        last_id = self._last_id
-        packed = b"%s$%d\r\n%d\r\n$5\r\nBLOCK\r\n$%d\r\n%d\r\n%s$%d\r\n%s\r\n" % (
-            _XREAD_COUNT,
-            len(str(count)),
-            count,
-            len(str(block_ms)),
-            block_ms,
-            self._streams,
-            len(last_id),
-            last_id,
+        trim = b""
+        if self._untrimmed:
+            minid = _next_id(self._last_id)
+            trim = b"*4\r\n$5\r\nXTRIM\r\n$%d\r\n%s\r\n$5\r\nMINID\r\n$%d\r\n%s\r\n" % (
+                len(self._key_bytes),
+                self._key_bytes,
+                len(minid),
+                minid,
+            )
+        packed = b"".join(
+            (
+                trim,
+                b"*12\r\n$10\r\nXREADGROUP\r\n$5\r\nGROUP\r\n$1\r\ng\r\n$1\r\nc\r\n",
+                b"$5\r\nCOUNT\r\n$%d\r\n%d\r\n" % (len(str(count)), count),
+                b"$5\r\nBLOCK\r\n$%d\r\n%d\r\n" % (len(str(block_ms)), block_ms),
+                b"$5\r\nNOACK\r\n",
+                self._streams,
+            )
         )
 
         def run(conn: Any) -> Any:
             conn.send_packed_command([packed])
+            if trim:
+                conn.read_response()
             return conn.read_response()
 
         # The raw RESP2 reply: nil, or [[key, [[id, [field, value, ...]], ...]]].
-        reply = self._conn.call_held("read", run)
+        try:
+            reply = self._conn.call_held("read", run)
+        except BackendUnavailable:
+            self._recover = True
+            raise
+        if trim:
+            self._untrimmed = False
         if not reply:
             return []
         batches: list[bytes] = []
         for _stream, entries in reply:
-            for entry_id, fields in entries:
-                self._last_id = entry_id
-                data = _field(fields, BATCH_FIELD)
-                if not isinstance(data, bytes):
-                    # Not written by an Outbox: hand on an empty batch, which no batch
-                    # decoder accepts, so the node reports it like any other garbage.
-                    log.debug("inbox entry %r has no %r field", entry_id, BATCH_FIELD)
-                    data = b""
-                batches.append(data)
+            got, last = _batches_of(entries)
+            if last is not None:
+                self._last_id = last
+                self._untrimmed = True
+            batches.extend(got)
+        return batches
+
+    def _take_back(self, conn: Any) -> list[bytes]:
+        """The entries the server handed out after the last one returned here (a read
+        whose reply was lost with its connection): the group's cursor is past them."""
+        conn.send_command("XINFO", "GROUPS", self._key_bytes)
+        last_delivered = None
+        for group in conn.read_response() or ():
+            fields = dict(zip(group[::2], group[1::2], strict=False))
+            if fields.get(b"name") == GROUP:
+                last_delivered = fields.get(b"last-delivered-id")
+        if last_delivered is None or _id_key(last_delivered) <= _id_key(self._last_id):
+            return []
+        conn.send_command("XRANGE", self._key_bytes, b"(" + self._last_id, last_delivered)
+        batches, last = _batches_of(conn.read_response() or ())
+        if last is not None:
+            log.info(
+                "%r: took back %d batch(es) of a read lost with its connection", self, len(batches)
+            )
+            self._last_id = last
+            self._untrimmed = True
         return batches
 
     def close(self) -> None:
@@ -699,17 +891,27 @@ class _RedisMembershipStore:
     def __repr__(self) -> str:
         return f"<RedisMembershipStore of {self._backend!r}>"
 
-    def join(self, node: str, roles: Sequence[str]) -> MembershipView:
+    def join(self, node: str, roles: Sequence[str], inbox_ttl_ms: int = 60_000) -> MembershipView:
         _check_node(node)
         if isinstance(roles, str) or not all(isinstance(r, str) for r in roles):
             raise ValueError(f"roles must be a sequence of str, not {roles!r}")
+        if not isinstance(inbox_ttl_ms, int) or inbox_ttl_ms <= 0:
+            raise ValueError(f"inbox_ttl_ms must be a positive int, not {inbox_ttl_ms!r}")
         args = (
             node,
             json.dumps(list(roles)),
             uuid.uuid4().hex,
             self._backend.view_removed,
         )
-        code, raw = self._conn.call("join", lambda c: _JOIN.run(c, self._keys, args))
+        inbox = (self._backend.inbox_key(node),)
+
+        def run(client: redis.Redis) -> Any:
+            # The inbox first: a node that others see in the view has one. (Two
+            # scripts, since the inbox is in its own hash slot.)
+            _INBOX_OPEN.run(client, inbox, (inbox_ttl_ms,))
+            return _JOIN.run(client, self._keys, args)
+
+        code, raw = self._conn.call("join", run)
         if code == 2:
             raise ValueError(f"node {node!r} was removed from the cluster; ids are never reused")
         if code == 3:
@@ -756,16 +958,9 @@ class _RedisMembershipStore:
         removed, reaped, raw = results[0]
         reaped_nodes = tuple(_text(n) for n in reaped)
         if reaped_nodes:
+            # Their inboxes stay until a node drains them (drain_inbox): what is
+            # unread in them becomes dead letters there, not lost here.
             log.info("cluster %s: reaped %s", backend.cluster_name, ", ".join(reaped_nodes))
-            # Their inboxes go too. Best effort: the reaping is done and must be
-            # reported, and the inboxes expire by themselves anyway.
-            try:
-                self._conn.call(
-                    "heartbeat",
-                    lambda c: c.delete(*(backend.inbox_key(n) for n in reaped_nodes)),
-                )
-            except BackendUnavailable as exc:
-                log.debug("deleting the inboxes of reaped nodes failed: %s", exc)
         return HeartbeatResult(
             view=_parse_view(raw), self_removed=bool(removed), reaped=reaped_nodes
         )
@@ -783,9 +978,14 @@ class _RedisMembershipStore:
         backend = self._backend
         args = (node, reason, backend.tombstone_keep_ms, backend.tombstone_max)
         removed = self._conn.call("remove", lambda c: _REMOVE.run(c, self._keys, args))
-        if removed:
-            self._conn.call("remove", lambda c: c.delete(backend.inbox_key(node)))
         return bool(removed)
+
+    def drain_inbox(self, node: str) -> list[bytes] | None:
+        keys = (self._backend.inbox_key(_check_node(node)),)
+        raw = self._conn.call("drain", lambda c: _INBOX_DRAIN.run(c, keys, ()))
+        if raw is None:
+            return None
+        return _batches_of(raw)[0]
 
     def close(self) -> None:
         self._conn.close()
@@ -915,6 +1115,9 @@ _ACQUIRE = _Script(_LUA_ACQUIRE)
 _RENEW = _Script(_LUA_RENEW)
 _RELEASE = _Script(_LUA_RELEASE)
 _HOLDER = _Script(_LUA_HOLDER)
+_INBOX_OPEN = _Script(_LUA_INBOX_OPEN)
+_SEND = _Script(_LUA_SEND)
+_INBOX_DRAIN = _Script(_LUA_INBOX_DRAIN)
 
 
 class RedisBackend:
@@ -930,8 +1133,7 @@ class RedisBackend:
     not connect (:meth:`ping` does).
 
     ``socket_timeout`` bounds every command (the blocking read adds its block to
-    it), ``connect_timeout`` every connect; ``inbox_maxlen`` is the approximate
-    number of batches an inbox keeps; tombstones are kept ``tombstone_keep_ms`` and
+    it), ``connect_timeout`` every connect; tombstones are kept ``tombstone_keep_ms`` and
     at most ``tombstone_max``; a view lists the ``view_removed`` newest of them.
     """
 
@@ -943,7 +1145,6 @@ class RedisBackend:
         *,
         socket_timeout: float = 5.0,
         connect_timeout: float = 2.0,
-        inbox_maxlen: int = 10_000,
         tombstone_keep_ms: int = 24 * 3600 * 1000,
         tombstone_max: int = 1000,
         view_removed: int = 100,
@@ -965,7 +1166,6 @@ class RedisBackend:
         for what, number in (
             ("socket_timeout", socket_timeout),
             ("connect_timeout", connect_timeout),
-            ("inbox_maxlen", inbox_maxlen),
             ("tombstone_keep_ms", tombstone_keep_ms),
             ("tombstone_max", tombstone_max),
             ("view_removed", view_removed),
@@ -980,7 +1180,6 @@ class RedisBackend:
         self.key_prefix = key_prefix
         self.socket_timeout = float(socket_timeout)
         self.connect_timeout = float(connect_timeout)
-        self.inbox_maxlen = int(inbox_maxlen)
         self.tombstone_keep_ms = int(tombstone_keep_ms)
         self.tombstone_max = int(tombstone_max)
         self.view_removed = int(view_removed)
@@ -1037,8 +1236,13 @@ class RedisBackend:
 
     def unavailable(self, what: str, exc: BaseException) -> BackendUnavailable:
         """The error for a failed call (secrets scrubbed from the text)."""
-        detail = self._scrub(f"{what}: {type(exc).__name__}: {exc}")
-        return BackendUnavailable(self.safe_url, detail)
+        cause = exc.__cause__ or exc if isinstance(exc, (_SendFailed, _NotSent)) else exc
+        detail = self._scrub(f"{what}: {type(cause).__name__}: {cause}")
+        if isinstance(exc, _SendFailed):
+            return BackendUnavailable(
+                self.safe_url, detail, maybe_sent=exc.written, outcomes=exc.outcomes
+            )
+        return BackendUnavailable(self.safe_url, detail, maybe_sent=not isinstance(exc, _NotSent))
 
     def new_client(self, socket_timeout: float, max_connections: int) -> redis.Redis:
         """A new client with a pool of its own (plain URL or through the Sentinels)."""
@@ -1108,6 +1312,12 @@ class RedisBackend:
     def outbox(self) -> Outbox:
         """A new outbox (one connection)."""
         return self._adopt(_RedisOutbox(self))
+
+    def open_inbox(self, node: str, ttl_ms: int = 60_000) -> None:
+        """Create ``node``'s inbox (with its read cursor) unless it exists, expiring in
+        ``ttl_ms``: what :meth:`MembershipStore.join` does first (for tests and tools)."""
+        key = (self.inbox_key(_check_node(node)),)
+        self._own.call("open inbox", lambda c: _INBOX_OPEN.run(c, key, (ttl_ms,)))
 
     def inbox_reader(self, node: str, max_block_ms: int = 5000) -> InboxReader:
         """A new reader of ``node``'s inbox (one connection; blocks up to

@@ -31,6 +31,10 @@ from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 __all__ = [
+    "FULL",
+    "GONE",
+    "REFUSED",
+    "SENT",
     "Backend",
     "BackendUnavailable",
     "HeartbeatResult",
@@ -47,6 +51,18 @@ STATUS_UP = "up"
 #: ``MemberRecord.status`` of a member that announced a graceful leave.
 STATUS_LEAVING = "leaving"
 
+# The outcome of one batch of :meth:`Outbox.send` (SPEC §17 "Precisely": the sender
+# must know which batches certainly did not arrive, to dead-letter exactly those).
+#: Appended to the inbox.
+SENT = 1
+#: Not appended: the inbox does not exist (its node left, was removed, or never
+#: joined). Senders never create an inbox, so a removed node's inbox cannot come back.
+GONE = 0
+#: Not appended: the inbox holds ``max_unread`` entries or more (its reader is behind).
+FULL = -1
+#: Not appended: the server refused the command (an error reply, e.g. WRONGTYPE).
+REFUSED = -2
+
 
 class BackendUnavailable(Exception):
     """The backing store cannot be reached or failed a command.
@@ -57,12 +73,27 @@ class BackendUnavailable(Exception):
     read-only after a failover); the caller retries later with backoff.
     """
 
-    def __init__(self, url: str, detail: str) -> None:
+    def __init__(
+        self,
+        url: str,
+        detail: str,
+        *,
+        maybe_sent: bool = True,
+        outcomes: Sequence[int] = (),
+    ) -> None:
         super().__init__(f"cluster backend {url} unavailable: {detail}")
         #: The URL with the password masked.
         self.url = url
         #: What failed, in words (e.g. ``"heartbeat: Connection refused"``).
         self.detail = detail
+        #: False only when the command certainly never reached the server (the
+        #: connection could not be made): a write then had no effect. True when the
+        #: outcome is unknown (it failed after something was written).
+        self.maybe_sent = maybe_sent
+        #: For :meth:`Outbox.send`: the outcomes of the first batches, whose replies
+        #: were read before the failure (the others' outcome is unknown, unless
+        #: ``maybe_sent`` is False).
+        self.outcomes: tuple[int, ...] = tuple(outcomes)
 
 
 @dataclass(frozen=True)
@@ -126,17 +157,21 @@ class HeartbeatResult:
 class Outbox(Protocol):
     """Appends batches to other nodes' inboxes. Used by the node's single flusher."""
 
-    def send(self, batches: Sequence[tuple[str, bytes]]) -> None:
-        """Append each ``(node, batch)`` to that node's inbox, in order.
+    def send(self, batches: Sequence[tuple[str, bytes]], max_unread: int = 10_000) -> list[int]:
+        """Append each ``(node, batch)`` to that node's inbox, in order, and return
+        one outcome per batch: :data:`SENT`, :data:`GONE` (no such inbox: senders
+        never create one), :data:`FULL` (the inbox holds ``max_unread`` entries or
+        more: a reader that fell behind is never overrun, and nothing is trimmed
+        unread) or :data:`REFUSED` (an error reply). Each check-and-append is atomic.
 
-        One round trip for the whole sequence (a pipeline). The inbox keeps a bounded
-        number of entries (approximate trimming), so an inbox nobody reads cannot
-        grow without bound. Appending to an unknown node's inbox is not an error (the
-        caller checks membership first). An empty sequence does nothing.
+        One round trip for the whole sequence. A connection that was dropped while
+        idle (server restart, ``CLIENT KILL``, idle timeout) is noticed before
+        anything is written and replaced. An empty sequence does nothing.
 
-        Raises :class:`BackendUnavailable` if the server cannot be reached; then
-        none, some or all of the batches may have been appended (at-most-once: the
-        caller treats them all as lost).
+        Raises :class:`BackendUnavailable` if the server cannot be reached. Its
+        ``maybe_sent`` is False when nothing was written (no batch arrived); when it
+        is True, ``outcomes`` holds the outcomes read before the failure and the
+        remaining batches may or may not have arrived.
         """
         ...
 
@@ -147,12 +182,16 @@ class Outbox(Protocol):
 
 @runtime_checkable
 class InboxReader(Protocol):
-    """Reads this node's inbox. Used by the node's single reader greenlet.
+    """Reads this node's inbox (created by :meth:`MembershipStore.join`). Used by the
+    node's single reader greenlet.
 
-    It remembers the id of the last entry it returned, so each entry is returned at
-    most once. A new reader starts at the beginning of the inbox: the inbox belongs to
-    one node incarnation (node ids are never reused), so whatever others appended
-    after the join and before the first read is for this node.
+    The server records what was handed out (a read cursor), atomically with each
+    read, so that whoever drains the inbox later (:meth:`MembershipStore.drain_inbox`)
+    takes exactly the entries that were never read. Each entry is returned at most
+    once; an entry is deleted from the inbox once a later read shows the caller is
+    done with it (the inbox is trimmed by what was read, never by length). A read
+    whose reply was lost with its connection is recovered on the next read: the
+    entries the server handed out after the last one this reader returned come first.
     """
 
     def read(self, block_ms: int, count: int) -> list[bytes]:
@@ -161,7 +200,8 @@ class InboxReader(Protocol):
         Blocks at most ``block_ms`` milliseconds (must be > 0) waiting for one; on
         timeout returns ``[]``. The connection's socket timeout is above the block, so
         a half-open connection is noticed as :class:`BackendUnavailable` instead of
-        hanging. Under gevent the block yields to other greenlets.
+        hanging. Under gevent the block yields to other greenlets. Draining the inbox
+        ends a blocked read at once (with :class:`BackendUnavailable`).
         """
         ...
 
@@ -175,8 +215,10 @@ class MembershipStore(Protocol):
     """Membership and failure detection. Used by the heartbeat OS thread (and for
     ``join``/``leave`` by the node before/after it runs), with its own connection."""
 
-    def join(self, node: str, roles: Sequence[str]) -> MembershipView:
-        """Add ``node`` as an ``"up"`` member with a fresh heartbeat; one script.
+    def join(self, node: str, roles: Sequence[str], inbox_ttl_ms: int = 60_000) -> MembershipView:
+        """Create ``node``'s inbox (expiring after ``inbox_ttl_ms`` unless heartbeats
+        renew it), then add ``node`` as an ``"up"`` member with a fresh heartbeat; one
+        script each, one round trip.
 
         Creates the epoch if the store has none. Raises ``ValueError`` if ``node``
         was removed before (a tombstone: ids are never reused) or is already a member.
@@ -194,8 +236,9 @@ class MembershipStore(Protocol):
         older than ``down_after_ms`` (with a tombstone and a version bump; decided
         once inside the script, so concurrent beats never reap the same node twice),
         refreshes the expiry of the node's own inbox (``2 * down_after_ms``: the
-        inbox of a dead node disappears by itself), deletes the inboxes of the nodes
-        it reaped, and returns the view. ``unreachable_after_ms`` is validated
+        inbox of a dead node disappears by itself), and returns the view (the
+        inboxes of the nodes it reaped are left for :meth:`drain_inbox`).
+        ``unreachable_after_ms`` is validated
         (``0 < unreachable_after_ms < down_after_ms``) but not stored: the node derives
         unreachability from the ages in the view.
         """
@@ -214,7 +257,17 @@ class MembershipStore(Protocol):
         """Remove ``node`` now (graceful leave done, or a manual down): tombstone +
         version bump, in one script. True if this call removed it, False if it was not
         a member (someone else removed it first). ``reason`` is kept with the
-        tombstone for diagnostics."""
+        tombstone for diagnostics. Its inbox is left for :meth:`drain_inbox`."""
+        ...
+
+    def drain_inbox(self, node: str) -> list[bytes] | None:
+        """Atomically take every entry of ``node``'s inbox that its reader never read
+        and delete the inbox; None if it has no inbox (already drained, or expired).
+
+        Of several concurrent callers exactly one gets the entries. Senders see the
+        inbox gone from then on (:data:`GONE`). Used for a removed node (the caller
+        dead-letters what it gets) and by a leaving node for its own inbox (it
+        processes what it gets)."""
         ...
 
     def close(self) -> None:

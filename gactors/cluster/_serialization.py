@@ -1202,11 +1202,16 @@ class WireCodec:
     def encode_batches(self, records: Sequence[Record]) -> list[bytes]:
         """``records`` in order, in as few entries as fit: each at most max_message_size
         bytes, except a single record of a message near the maximum (header allowance)."""
+        return [data for data, _ in self.split_batches(records)]
+
+    def split_batches(self, records: Sequence[Record]) -> list[tuple[bytes, int]]:
+        """:meth:`encode_batches` with the number of records in each entry (the
+        flusher settles each entry's messages by that entry's outcome)."""
         limit = self.max_message_size
         whole = _wire_encode(records)
         if len(whole) <= limit or len(records) <= 1:
-            return [whole]  # the common case: one entry, no size estimates
-        out: list[bytes] = []
+            return [(whole, len(records))]  # the common case: one entry, no estimates
+        out: list[tuple[bytes, int]] = []
         start = 0
         size = 5  # the array header
         for i, r in enumerate(records):
@@ -1215,11 +1220,11 @@ class WireCodec:
             if s is not None:
                 n += _text_len(s[0]) + _text_len(s[1])
             if size + n > limit and i > start:
-                out.append(_wire_encode(records[start:i]))
+                out.append((_wire_encode(records[start:i]), i - start))
                 start, size = i, 5
             size += n
         if start < len(records):
-            out.append(_wire_encode(records[start:]))
+            out.append((_wire_encode(records[start:]), len(records) - start))
         return out
 
     def decode_batch(self, data: bytes) -> list[Record]:

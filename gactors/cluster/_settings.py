@@ -43,6 +43,11 @@ class ClusterSettings:
     """Seconds a singleton's or shard's lease lasts without renewal (renewed every third
     of it). After a crash, the next node starts the singleton/shard once it expired.
     At least ``3 * heartbeat_interval`` (the default is raised to that)."""
+    inbox_max_unread: int = 10_000
+    """How many unread entries a node's inbox may hold before senders dead-letter new
+    messages to it (with a warning) instead of appending: a reader that fell behind is
+    never overrun, and nothing is trimmed unread. An entry is one flush of one sender
+    (one or many messages); see docs/cluster/operations.md for sizing."""
 
     def __repr__(self) -> str:
         # The URL may hold a password: never shown.
@@ -53,7 +58,8 @@ class ClusterSettings:
             f"heartbeat_interval={self.heartbeat_interval}, "
             f"unreachable_after={self.unreachable_after}, down_after={self.down_after}, "
             f"serializer={self.serializer!r}, max_message_size={self.max_message_size}, "
-            f"key_prefix={self.key_prefix!r}, lease_ttl={self.lease_ttl})"
+            f"key_prefix={self.key_prefix!r}, lease_ttl={self.lease_ttl}, "
+            f"inbox_max_unread={self.inbox_max_unread})"
         )
 
 
@@ -99,6 +105,12 @@ def _size(key: str, value: Any) -> int:
     return value
 
 
+def _count(key: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(f"setting {key!r} must be an int >= 1, not {value!r}")
+    return value
+
+
 def _serializer(key: str, value: Any) -> Any:
     if value is None or (isinstance(value, str) and not value):
         raise ConfigError(f"setting {key!r} must name a serializer, not {value!r}")
@@ -121,6 +133,7 @@ _VALIDATORS: dict[str, Callable[[str, Any], Any]] = {
     "max_message_size": _size,
     "key_prefix": _prefix,
     "lease_ttl": _seconds,
+    "inbox_max_unread": _count,
 }
 assert set(_VALIDATORS) == {f.name for f in fields(ClusterSettings)}
 

@@ -26,6 +26,10 @@ from gevent import monkey
 from gactors._threads import allocate_lock, start_new_thread
 from gactors.cluster._redis import RedisBackend, mask_url
 from gactors.cluster._seam import (
+    FULL,
+    GONE,
+    REFUSED,
+    SENT,
     Backend,
     BackendUnavailable,
     InboxReader,
@@ -58,7 +62,12 @@ def make_backend() -> Iterator[Callable[..., RedisBackend]]:
 
 @pytest.fixture
 def backend(redis_url: str, make_backend: Callable[..., RedisBackend]) -> RedisBackend:
-    return make_backend(redis_url)
+    backend = make_backend(redis_url)
+    # Inboxes exist once their node joined (senders never create one): these stand
+    # for nodes that joined.
+    for node in ("n0", "n1", "n2"):
+        backend.open_inbox(node)
+    return backend
 
 
 @pytest.fixture
@@ -219,50 +228,78 @@ def _count_round_trips(client_owner: Any) -> list[int]:
     return counter
 
 
-def test_send_is_one_round_trip_of_xadds_only(backend: RedisBackend, raw: redis.Redis) -> None:
+def test_send_is_one_round_trip_of_one_script_per_batch(
+    backend: RedisBackend, raw: redis.Redis
+) -> None:
     outbox = backend.outbox()
     outbox.send([("n1", b"warm-up")])  # connect first: connecting is not a send
     writes = _count_round_trips(outbox)
-    before = _commands(raw)
-    outbox.send([(f"n{i % 3}", b"x" * 10) for i in range(100)])
-    # 100 XADDs and the INFO that read the first counter (an INFO's reply does not
-    # count itself): no MULTI/EXEC, no PING, no SCRIPT EXISTS, nothing else.
-    assert _commands(raw) - before == 100 + 1
+    before = _cmdstat(raw, "evalsha"), _cmdstat(raw, "xadd"), _commands(raw)
+    assert outbox.send([(f"n{i % 3}", b"x" * 10) for i in range(100)]) == [SENT] * 100
+    # One EVALSHA per batch, each one EXISTS + XLEN + XADD inside the script, and
+    # the INFO that read the first counter: no MULTI/EXEC, PING or SCRIPT EXISTS.
+    assert _cmdstat(raw, "evalsha") - before[0] == 100
+    assert _cmdstat(raw, "xadd") - before[1] == 100
     assert writes[0] == 1
-    before_xadd = _cmdstat(raw, "xadd")
     outbox.send([("n1", b"x")] * 10)
-    assert _cmdstat(raw, "xadd") - before_xadd == 10
     assert writes[0] == 2
+
+
+def test_a_send_to_an_inbox_that_does_not_exist_creates_nothing(
+    backend: RedisBackend, raw: redis.Redis
+) -> None:
+    # A node that never joined, or whose inbox was drained after its removal: the
+    # sender learns it (GONE) and the key never comes back (SPEC §17: no key outlives
+    # its node).
+    assert backend.outbox().send([("n1", b"a"), ("ghost", b"b"), ("n1", b"c")]) == [
+        SENT,
+        GONE,
+        SENT,
+    ]
+    assert not raw.exists(backend.inbox_key("ghost"))
+    assert backend.inbox_reader("n1").read(1000, 10) == [b"a", b"c"]
+
+
+def test_a_full_inbox_refuses_new_batches_and_drops_nothing_unread(
+    backend: RedisBackend, raw: redis.Redis
+) -> None:
+    outbox, reader = backend.outbox(), backend.inbox_reader("n1")
+    got = outbox.send([("n1", b"%d" % i) for i in range(8)], max_unread=5)
+    assert got == [SENT] * 5 + [FULL] * 3
+    assert raw.xlen(backend.inbox_key("n1")) == 5  # never trimmed by a sender
+    assert reader.read(1000, 3) == [b"0", b"1", b"2"]
+    # What was read is trimmed with the next read, which makes room again.
+    assert reader.read(1000, 1) == [b"3"]
+    assert raw.xlen(backend.inbox_key("n1")) == 2
+    assert outbox.send([("n1", b"x")] * 4, max_unread=5) == [SENT, SENT, SENT, FULL]
+    assert reader.read(1000, 10) == [b"4", b"x", b"x", b"x"]
 
 
 def test_an_error_reply_midway_leaves_the_connection_clean(
     backend: RedisBackend, raw: redis.Redis
 ) -> None:
-    raw.set(backend.inbox_key("bad"), "not a stream")  # XADD to it: WRONGTYPE
+    raw.set(backend.inbox_key("bad"), "not a stream")  # XLEN on it: WRONGTYPE
     outbox, reader = backend.outbox(), backend.inbox_reader("n1")
-    with pytest.raises(BackendUnavailable, match="WRONGTYPE"):
-        outbox.send([("n1", b"1"), ("bad", b"2"), ("n1", b"3")])
-    # the replies after the error were never read: the next send must not see them
-    outbox.send([("n1", b"4")])
+    assert outbox.send([("n1", b"1"), ("bad", b"2"), ("n1", b"3")]) == [SENT, REFUSED, SENT]
+    # every reply was read: the next send does not see a stale one
+    assert outbox.send([("n1", b"4")]) == [SENT]
     assert reader.read(1000, 10) == [b"1", b"3", b"4"]
+
+
+def test_a_flushed_script_is_loaded_and_the_batches_sent_in_order(
+    backend: RedisBackend, raw: redis.Redis
+) -> None:
+    outbox, reader = backend.outbox(), backend.inbox_reader("n1")
+    outbox.send([("n1", b"0")])
+    raw.script_flush()  # as after a restart: the server forgot the script
+    assert outbox.send([("n1", b"%d" % i) for i in range(1, 4)]) == [SENT] * 3
+    assert reader.read(1000, 10) == [b"0", b"1", b"2", b"3"]
 
 
 def test_large_and_binary_batches_arrive_intact(backend: RedisBackend) -> None:
     big = bytes(range(256)) * 20_000  # 5 MB with every byte value, CR LF included
     backend.outbox().send([("n1", b""), ("n1", big), ("n1", b"\r\n$3\r\n")])
     assert backend.inbox_reader("n1").read(2000, 10) == [b"", big, b"\r\n$3\r\n"]
-
-
-def test_maxlen_trims_approximately(
-    redis_url: str, make_backend: Callable[..., RedisBackend], raw: redis.Redis
-) -> None:
-    backend = make_backend(redis_url, inbox_maxlen=100)
-    outbox = backend.outbox()
-    for _ in range(20):
-        outbox.send([("n1", b"x")] * 100)
-    length = raw.xlen(backend.inbox_key("n1"))
-    # "~": trimmed in whole stream nodes, so a little above the bound, never 2000
-    assert 100 <= length <= 300, length
 
 
 # --- membership ---------------------------------------------------------------------
@@ -299,6 +336,9 @@ def test_heartbeat_reaps_after_down_after_on_server_time(
     store.join("n2", [])
     backend.outbox().send([("n2", b"for the dead")])
     assert raw.exists(backend.inbox_key("n2"))
+    reader = backend.inbox_reader("n2")
+    assert reader.read(1000, 10) == [b"for the dead"]
+    backend.outbox().send([("n2", b"unread 1"), ("n2", b"unread 2")])
     assert store.heartbeat("n1", 100, 300).reaped == ()
     gevent.sleep(0.5)
     beat = store.heartbeat("n1", 100, 300)
@@ -306,7 +346,14 @@ def test_heartbeat_reaps_after_down_after_on_server_time(
     assert [m.node for m in beat.view.members] == ["n1"]
     assert "n2" in beat.view.removed
     assert beat.view.version == 3
-    assert not raw.exists(backend.inbox_key("n2"))  # the dead node's inbox went too
+    # The reaper leaves the inbox for a drain, which takes exactly what was never
+    # read, once, and deletes it; senders then find no inbox.
+    assert raw.exists(backend.inbox_key("n2"))
+    drains = [backend.membership().drain_inbox("n2") for _ in range(3)]
+    assert drains == [[b"unread 1", b"unread 2"], None, None]
+    assert not raw.exists(backend.inbox_key("n2"))
+    assert backend.outbox().send([("n2", b"late")]) == [GONE]
+    assert not raw.exists(backend.inbox_key("n2"))
     reasons = raw.hgetall(backend.membership_keys()[5])
     assert b"no heartbeat for" in reasons[b"n2"] and b"downed by n1" in reasons[b"n2"]
     # the reaped node learns it on its next beat, and nothing is written for it
@@ -319,9 +366,10 @@ def test_heartbeat_reaps_after_down_after_on_server_time(
 
 def test_heartbeat_keeps_the_own_inbox_expiring(backend: RedisBackend, raw: redis.Redis) -> None:
     store = backend.membership()
-    store.join("n1", [])
+    raw.delete(backend.inbox_key("n1"))
+    store.join("n1", [], inbox_ttl_ms=3000)
     backend.outbox().send([("n1", b"x")])
-    assert raw.pttl(backend.inbox_key("n1")) == -1  # XADD made it without expiry
+    assert 0 < raw.pttl(backend.inbox_key("n1")) <= 3000  # the join gave it an expiry
     store.heartbeat("n1", 1000, 5000)
     assert 9000 < raw.pttl(backend.inbox_key("n1")) <= 10000
 
@@ -439,6 +487,7 @@ def test_two_clusters_on_one_server_never_meet(
     sa.remove("n1", "x")
     assert [m.node for m in sb.view().members] == ["n1"]
     assert not sb.heartbeat("n1", 1000, 2000).self_removed
+    c.open_inbox("n1")
     a.outbox().send([("n1", b"for a")])
     assert b.inbox_reader("n1").read(50, 10) == []
     assert c.inbox_reader("n1").read(50, 10) == []
@@ -565,10 +614,11 @@ def test_stopped_server_raises_backend_unavailable_fast_then_recovers(
         assert info.value.url == redis_server.url
         assert redis_server.url in str(info.value) and what in str(info.value)
     redis_server.start()  # same port, empty (no persistence)
+    assert calls["heartbeat"]().self_removed  # the store lost the membership
+    assert calls["send"]() == [GONE]  # and the inbox: nothing is appended to nothing
+    backend.membership().join("n1", [])  # (a new node would join; the test reuses n1)
     for what, call in calls.items():
-        if what == "heartbeat":
-            assert calls[what]().self_removed  # the store lost the membership
-        else:
+        if what != "heartbeat":
             call()  # the next call works again: no reset needed
 
 
@@ -632,6 +682,7 @@ def test_closing_the_backend_closes_every_connection(
 
     before = clients()
     backend = make_backend(redis_url)
+    backend.open_inbox("n1")
     calls = _all_calls(backend)
     for call in calls.values():
         call()
@@ -962,7 +1013,8 @@ def test_sentinel_managed_server_and_a_failover(
                     gevent.sleep(0.1)
             assert got == [b"after"], errors
             # and it went to the new master, not to the demoted one
+            # ("before" was trimmed there by the read that returned "after")
             stream = replica_client.xrange(backend.inbox_key("n1"))
-            assert [fields[b"d"] for _id, fields in stream] == [b"before", b"after"]
+            assert [fields[b"d"] for _id, fields in stream] == [b"after"]
             watcher.close()
         replica_client.close()
