@@ -134,8 +134,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--baseline",
         metavar="DIR",
         default="",
-        help="also run the single-process workloads with the gactors of another checkout "
-        "(e.g. a 'git worktree' of main), interleaved: before/after in one run",
+        help="also run the workloads (single-process and remote) with the gactors of "
+        "another checkout (e.g. a 'git worktree' of main), interleaved: before/after in "
+        "one run",
     )
     args = parser.parse_args(argv)
     if args.baseline:
@@ -147,7 +148,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
             BASELINE,
             f"gactors of {base} (the same interpreter)",
             "worker_gactors.py",
-            tuple(ACTOR_WORKLOADS),
+            (*ACTOR_WORKLOADS, *REMOTE_WORKLOADS),
         )
     elif BASELINE in IMPLS:  # a previous call in the same process (tests)
         del IMPLS[BASELINE]
