@@ -69,7 +69,7 @@ from gactors.cluster._events import (
     UnreachableMember,
 )
 from gactors.cluster._redis import RedisBackend
-from gactors.cluster._remote import RemoteActorRef
+from gactors.cluster._remote import RemoteActorRef, unpack_dead_letters
 from gactors.cluster._seam import (
     FULL,
     GONE,
@@ -540,7 +540,9 @@ class ClusterNode:
                     watchers.discard(watcher)
                 watcher._send_system(sm.DeathWatchNotification(ref, False, True))
             return
-        self.system.publish_dead_letter(message, sender, ref)
+        publish = self.system.publish_dead_letter
+        for m, s in unpack_dead_letters(message, sender):
+            publish(m, s, ref)
 
     def _dead_letter_all(self, metas: list[tuple[Any, Any, ActorRef]]) -> None:
         for message, sender, ref in metas:
@@ -800,7 +802,9 @@ class ClusterNode:
             message = UndecodableMessage(describe_payload(r.payload))
         if isinstance(message, sm.SystemMessage):
             return
-        self.system.publish_dead_letter(message, None, self._resolve_local(*r.recipient))
+        recipient = self._resolve_local(*r.recipient)
+        for m, _ in unpack_dead_letters(message, None):
+            self.system.publish_dead_letter(m, None, recipient)
         _log.debug("dropped a message from removed node %s (quarantined)", snd[0])
 
     def _undecodable(self, error: str, summary: str, path: str | None) -> None:
@@ -1112,7 +1116,6 @@ class ClusterNode:
         for r in records:
             if r.kind != KIND_USER:
                 continue  # watch/unwatch/death-watch: settled by the removal itself
-            n += 1
             path, uid = r.recipient
             try:
                 message: Any = codec.decode_message(r.serializer_id, r.payload)
@@ -1128,7 +1131,9 @@ class ClusterNode:
                 )
             except Exception:  # a malformed ref: the message is still reported
                 _log.debug("a malformed ref in the inbox of %s", node, exc_info=True)
-            self.system.publish_dead_letter(message, sender, recipient)
+            for m, s in unpack_dead_letters(message, sender):
+                self.system.publish_dead_letter(m, s, recipient)
+                n += 1
         return n
 
     def _publish(self, event: ClusterEvent) -> None:

@@ -96,6 +96,7 @@ from gactors._threads import get_ident
 from gactors.cluster._cluster import Cluster
 from gactors.cluster._events import ClusterEvent, CurrentClusterState
 from gactors.cluster._lease import LeasedProps, LeaseKeeper
+from gactors.cluster._remote import register_carrier
 from gactors.cluster._seam import LeaseStore
 from gactors.cluster._serialization import register_message
 from gactors.cluster._singleton import poll_interval
@@ -150,6 +151,21 @@ class _RegionBatch(NamedTuple):
     senders: list[ActorRef]
     host: bool
     src: str
+
+
+def _unpack_batch(batch: _RegionBatch, _sender: ActorRef | None) -> list[tuple[Any, Any]]:
+    f, snd = batch.flat, batch.senders
+    return [(f[k + 2], snd[f[k + 3]] if f[k + 3] >= 0 else None) for k in range(0, len(f), 5)]
+
+
+def _unpack_msg(msg: _RegionMsg, sender: ActorRef | None) -> list[tuple[Any, Any]]:
+    return [(msg.message, sender)]
+
+
+# A region batch or forward that cannot reach its node (gone, drained, full) is
+# dead-lettered as the entity messages it carries.
+register_carrier(_RegionBatch, _unpack_batch)
+register_carrier(_RegionMsg, _unpack_msg)
 
 
 class _Out:

@@ -14,6 +14,10 @@ stdin and answers each with one JSON line:
   heartbeat thread keeps beating. Answers ``{"blocked": S}`` afterwards.
 * ``{"cmd": "stats"}``: answers the node's delivery counters (``ClusterNode.stats``).
 * ``{"cmd": "leave"}``: terminates the system (a graceful leave).
+* ``{"cmd": "shard-start", "type": T}``: starts the region of sharded type T, whose
+  entities book what they process like the sink; answers ``{"started": T}``.
+* ``{"cmd": "shard-send", "type": T, "n": N, "rate": R, "entities": E}``: tells
+  ``("t", i)`` to entity ``e<i % E>`` of type T, R a second; answers ``{"sent": N}``.
 
 The books (file BOOK, one line per event, written with one ``os.write`` each so that a
 SIGKILL loses at most the line being written): ``P i`` when the sink processed
@@ -38,6 +42,7 @@ import gevent
 from gevent.fileobject import FileObject
 
 from gactors import Actor, ActorSystem, DeadLetter, Props
+from gactors.cluster import ClusterSharding, ShardingEnvelope
 
 
 def emit(obj: dict[str, Any]) -> None:
@@ -72,15 +77,20 @@ class Sink(Actor):
 SENT = [0]
 
 
-def _send(system: ActorSystem, to: str, n: int, rate: float) -> None:
-    ref = system.actor_selection(to).resolve_one(timeout=10.0)
+def _send(system: ActorSystem, to: str, n: int, rate: float, entities: Any = None) -> None:
+    if entities is None:
+        ref = system.actor_selection(to).resolve_one(timeout=10.0)
+        refs = [ref]
+    else:
+        sharding = ClusterSharding(system)
+        refs = [sharding.entity_ref(to, f"e{k}") for k in range(entities)]
     per_tick = max(1, round(rate / 100))
     start = time.monotonic()
     i = 0
     done = system.when_terminated
     while i < n and not done.done():
         for _ in range(min(per_tick, n - i)):
-            ref.tell(("t", i))
+            refs[i % len(refs)].tell(("t", i))
             i += 1
             SENT[0] = i
         # Paced by the clock, so a blocked hub does not slow the whole stream down.
@@ -99,6 +109,8 @@ def main() -> int:
 
     def on_dead_letter(event: DeadLetter) -> None:
         message = event.message
+        if isinstance(message, ShardingEnvelope):
+            message = message.message
         if isinstance(message, tuple) and len(message) == 2 and message[0] == "t":
             books.write(f"D {message[1]}")
 
@@ -123,6 +135,11 @@ def main() -> int:
                 emit({"stats": node.stats})
             elif what == "leave":
                 system.terminate()
+            elif what == "shard-start":
+                ClusterSharding(system).start(cmd["type"], Props(Sink, books))
+                emit({"started": cmd["type"]})
+            elif what == "shard-send":
+                gevent.spawn(_send, system, cmd["type"], cmd["n"], cmd["rate"], cmd["entities"])
 
     gevent.spawn(commands)
     system.when_terminated.get()

@@ -348,6 +348,41 @@ def test_a_paused_receiver_past_down_after_loses_nothing(
         assert ledger.unaccounted == 0, str(ledger)
 
 
+@runs
+@pytest.mark.parametrize("fault", ["SIGKILL", "SIGSTOP"])
+def test_sharding_under_churn_loses_only_what_the_crashed_host_had_read(
+    redis_url: str, books_dir: str, fault: str, run: int
+) -> None:
+    # Three hosts of 50 entities, 500 messages/s from one of them; another is killed
+    # (or paused past down_after). Before: 288-374 (SIGKILL) and 342 (SIGSTOP)
+    # messages vanished, written to the dead host's inbox and deleted unread.
+    name = f"dlv-{uuid.uuid4().hex[:8]}"
+    cluster = {**FAST, "lease_ttl": 2.0}
+    hosts = [DeliveryNode(redis_url, name, books_dir, **cluster) for _ in range(3)]
+    try:
+        for host in hosts:
+            host.send(cmd="shard-start", type="Book")
+            host.wait_for("started", 30)
+        sender, victim = hosts[0], hosts[2]
+        n = 5000
+        sender.send(cmd="shard-send", type="Book", n=n, rate=500, entities=50)
+        gevent.sleep(3.0)
+        victim.signal(getattr(signal, fault))
+        if fault == "SIGSTOP":
+            gevent.sleep(FAST["down_after"] + 2.0)
+            victim.signal(signal.SIGCONT)
+            victim.wait_for("terminated", 30)  # it finds itself downed
+        assert sender.wait_for("sent", 60)["sent"] == n
+        ledger = settle(n, *hosts, quiet=4.0, limit=60.0)
+        report(f"sharding, {fault} of one of three hosts", ledger)
+        ledger.check()
+        bound = CRASH_BOUND if fault == "SIGKILL" else 0
+        assert ledger.unaccounted <= bound, str(ledger)
+    finally:
+        for host in hosts:
+            host.close()
+
+
 # -- 4. a downed node stops sending -----------------------------------------------------
 
 
