@@ -167,9 +167,9 @@ def load_settings(config: Mapping[str, Any] | str | os.PathLike[str] | None) -> 
             from gactors._extension import known_settings_keys
 
             known = ", ".join(sorted(_VALIDATORS))
-            tables = ", ".join(sorted(known_settings_keys())) or "none"
+            owned = ", ".join(sorted(known_settings_keys())) or "none"
             raise ConfigError(
-                f"unknown setting {key!r} (known settings: {known}; extension tables: {tables})"
+                f"unknown setting {key!r} (known settings: {known}; extension tables: {owned})"
             )
         tables[key] = owner._the_instance().validate_settings(value)  # noqa: SLF001
     return Settings(**values, extension_tables=tables)
