@@ -72,6 +72,11 @@ class ExtensionId(Generic[T]):
     settings_key: ClassVar[str | None] = None
     settings_fields: ClassVar[Mapping[str, tuple[Any, Any]]] = {}
     system_messages: ClassVar[Mapping[type, Callable[[Any, Any], None]]] = {}
+    provides_refs: ClassVar[bool] = False
+    """Internal: the extension object is the system's ref provider
+    (``gactors._provider.RefProvider``, how the cluster plugs in). It is created, from
+    its settings table, before the system's address exists (the address takes the
+    provider's ``node_id``) and started once the guardians exist; one per system."""
 
     _instance: ClassVar[ExtensionId[Any] | None] = None
 

@@ -49,13 +49,10 @@ class Settings:
     """Seconds an actor may block the hub before ``HubBlocked`` is published; None: off."""
     shutdown_timeout: float = 10.0
     """Seconds the context manager (and integrations) wait for termination."""
-    cluster: Any = None
-    """The ``cluster`` table (docs/cluster/operations.md) as a
-    ``gactors.cluster._settings.ClusterSettings``;
-    None: the system is not a cluster node (and nothing of ``gactors.cluster`` is imported)."""
     extension_tables: Mapping[str, Any] = field(default_factory=dict)
     """The settings tables of extensions (``ExtensionId.settings_key`` -> what the
-    extension's ``validate_settings`` made of its table), in the order of the config."""
+    extension's ``validate_settings`` made of its table), in the order of the config:
+    the ``cluster`` table (docs/cluster/operations.md) is one of them."""
 
 
 def _number(key: str, value: Any, *, allow_none: bool = False, allow_zero: bool = False) -> Any:
@@ -97,16 +94,6 @@ def _strategy_ref(key: str, value: Any) -> Any:
     return value
 
 
-def _cluster(key: str, value: Any) -> Any:
-    if value is None:
-        return None
-    # Imported only for a system that has a cluster table: a plain system never loads
-    # gactors.cluster (nor redis/msgspec).
-    from gactors.cluster._settings import load_cluster_settings
-
-    return load_cluster_settings(value)
-
-
 _VALIDATORS: dict[str, Callable[[str, Any], Any]] = {
     "guardian_supervisor_strategy": _strategy_ref,
     "default_ask_timeout": lambda k, v: _number(k, v),
@@ -117,7 +104,6 @@ _VALIDATORS: dict[str, Callable[[str, Any], Any]] = {
     "debug_lifecycle": _bool,
     "blocking_threshold": lambda k, v: _number(k, v, allow_none=True),
     "shutdown_timeout": lambda k, v: _number(k, v, allow_zero=True),
-    "cluster": _cluster,
 }
 assert set(_VALIDATORS) == {f.name for f in fields(Settings)} - {"extension_tables"}
 CORE_KEYS: frozenset[str] = frozenset(_VALIDATORS)

@@ -12,6 +12,7 @@ from gactors._future import Future
 from gactors._path import Address
 from gactors._ref import ActorRef
 from gactors.cluster._events import ClusterEvent, CurrentClusterState, Member
+from gactors.cluster._extension import ClusterNodeExtension
 from gactors.exceptions import ClusterError
 
 if TYPE_CHECKING:
@@ -37,12 +38,13 @@ class Cluster:
     _system: ActorSystem
 
     def __new__(cls, system: ActorSystem) -> Cluster:
-        node = getattr(system, "cluster_node", None)
-        if node is None:
+        has = getattr(system, "has_extension", None)
+        if has is None or not has(ClusterNodeExtension):
             raise ClusterError(
                 f"actor system {getattr(system, 'name', system)!r} is not a cluster node "
                 "(its settings have no 'cluster' table)"
             )
+        node = system.extension(ClusterNodeExtension)
         facade = node.cluster_facade
         if facade is None:
             facade = object.__new__(cls)

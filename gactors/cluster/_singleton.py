@@ -44,6 +44,7 @@ from gactors._ref import ActorRef
 from gactors._threads import get_ident
 from gactors.cluster._cluster import Cluster
 from gactors.cluster._events import CurrentClusterState, Member, MemberRemoved
+from gactors.cluster._extension import cluster_node
 from gactors.cluster._lease import LeasedProps, LeaseKeeper
 from gactors.cluster._seam import BackendUnavailable, LeaseStore
 from gactors.exceptions import ActorNotFound
@@ -121,7 +122,7 @@ class _SingletonManager(Actor):
         self._role = role
         self._stop_message = stop_message
         self._lease_ttl = lease_ttl
-        node = self.context.system.cluster_node
+        node = cluster_node(self.context.system)
         self._node_id: str = node.node_id
         self._keeper = LeaseKeeper(
             store, f"singleton:{name}", node.node_id, lease_ttl, self._on_lost
@@ -281,7 +282,7 @@ class _SingletonProxy(Actor):
         self._finder: Any = None
         system = self.context.system
         self._system_name = system.name
-        self._node_id: str = system.cluster_node.node_id
+        self._node_id: str = cluster_node(system).node_id
 
     def pre_start(self) -> None:
         Cluster(self.context.system).subscribe(self.ref, MemberRemoved)
@@ -429,7 +430,7 @@ class ClusterSingleton:
         if known is not None:
             return known[1]
         system = self._system
-        node = system.cluster_node
+        node = cluster_node(system)
         settings = node.settings
         if self._store is None:
             self._store = node.backend.leases(8)

@@ -137,7 +137,7 @@ def _cluster_members(system: ActorSystem) -> list[dict[str, Any]] | None:
     ``[{"address": str, "status": "up" | "leaving" | "unreachable", "roles": [str]}]``,
     oldest first. Also what the Prometheus gauge ``gactors_cluster_members`` counts.
     """
-    if getattr(system.settings, "cluster", None) is None:
+    if "cluster" not in system.settings.extension_tables:
         return None
     # Imported here, lazily: the dashboard must work without gactors.cluster.
     from gactors.cluster import Cluster  # type: ignore[import-not-found, unused-ignore]
