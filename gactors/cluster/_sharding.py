@@ -73,7 +73,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import weakref
 import zlib
 from collections import deque
 from collections.abc import Callable
@@ -89,6 +88,7 @@ from gevent.event import Event
 from greenlet import getcurrent
 
 from gactors._actor import Actor
+from gactors._extension import ExtensionId
 from gactors._messages import PoisonPill, Terminated
 from gactors._props import Props
 from gactors._ref import IMPLICIT, ActorRef, _Implicit
@@ -112,8 +112,6 @@ _log = logging.getLogger("gactors.cluster.sharding")
 #: The most messages buffered per shard by a region (while a shard moves) and by a
 #: shard (while it waits for its lease); more are dead letters.
 BUFFER_LIMIT = 10_000
-
-_instances: weakref.WeakKeyDictionary[ActorSystem, ClusterSharding] = weakref.WeakKeyDictionary()
 
 
 @register_message(tag="gactors.cluster.ShardingEnvelope")
@@ -1186,6 +1184,17 @@ class EntityRef:
         return f"EntityRef({self.type_name!r}, {self.entity_id!r})"
 
 
+class _ShardingExtension(ExtensionId["ClusterSharding"]):
+    """The one ``ClusterSharding`` of a cluster node's system."""
+
+    def create(self, system: ActorSystem) -> ClusterSharding:
+        inst = object.__new__(ClusterSharding)
+        inst._system = system
+        inst._store = None
+        inst._regions = {}
+        return inst
+
+
 class ClusterSharding:
     """The sharded entity types of ``system`` (the same object each time).
 
@@ -1200,14 +1209,7 @@ class ClusterSharding:
 
     def __new__(cls, system: ActorSystem) -> ClusterSharding:
         Cluster(system)  # ClusterError without a cluster
-        inst = _instances.get(system)
-        if inst is None:
-            inst = object.__new__(cls)
-            inst._system = system
-            inst._store = None
-            inst._regions = {}
-            _instances[system] = inst
-        return inst
+        return system.extension(_ShardingExtension)
 
     def start(
         self,
@@ -1376,9 +1378,9 @@ def local_shards(system: ActorSystem) -> list[dict[str, Any]]:
     members it sees); ``shards`` are the shard actors that exist on this node. Read in
     the hub thread (cells are only touched there), without any I/O.
     """
-    inst = _instances.get(system)
-    if inst is None:
+    if not system.has_extension(_ShardingExtension):
         return []
+    inst = system.extension(_ShardingExtension)
     out: list[dict[str, Any]] = []
     children = system.system_cell.child_cells
     prefix = f"gactors://{system.name}@"

@@ -38,3 +38,27 @@ def test_a_plain_system_is_no_cluster_node(actor_system: ActorSystem) -> None:
     with pytest.raises(ClusterError, match="no 'cluster' table"):
         cluster_node(actor_system)
     assert not actor_system.has_extension(ClusterNodeExtension)
+
+
+def test_the_one_per_system_objects_are_extensions(redis_url: str) -> None:
+    from gactors._observer import ObserverExtension, observer_for
+    from gactors.cluster import ClusterSharding, ClusterSingleton
+    from gactors.cluster._cluster import _ClusterExtension
+    from gactors.cluster._sharding import _ShardingExtension
+    from gactors.cluster._singleton import _SingletonExtension
+
+    system = ActorSystem(f"t{uuid.uuid4().hex[:10]}", config={"cluster": {"url": redis_url}})
+    try:
+        for make, ext_id in [
+            (Cluster, _ClusterExtension),
+            (ClusterSharding, _ShardingExtension),
+            (ClusterSingleton, _SingletonExtension),
+            (observer_for, ObserverExtension),
+        ]:
+            assert not system.has_extension(ext_id)
+            first = make(system)
+            assert system.has_extension(ext_id)
+            assert make(system) is first is system.extension(ext_id)
+    finally:
+        system.terminate()
+        assert system.await_termination(30)
