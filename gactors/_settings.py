@@ -124,8 +124,17 @@ def _read_toml(path: str | os.PathLike[str]) -> Mapping[str, Any]:
     return table
 
 
-def load_settings(config: Mapping[str, Any] | str | os.PathLike[str] | None) -> Settings:
-    """Validate ``config`` into :class:`Settings` (see the module docstring)."""
+def load_settings(
+    config: Mapping[str, Any] | str | os.PathLike[str] | None,
+    extension_table: Callable[[str, Any], Any] | None = None,
+) -> Settings:
+    """Validate ``config`` into :class:`Settings` (see the module docstring).
+
+    A key that is not one of the system's own goes to ``extension_table(key, value)``
+    (the actor system passes ``gactors._extension.validate_table``): it returns what
+    the owning extension made of the table, or raises :class:`ConfigError`. Without
+    it, such a key is unknown.
+    """
     if config is None:
         env = os.environ.get(ENV_VAR)
         config = _read_toml(env) if env else {}
@@ -143,19 +152,16 @@ def load_settings(config: Mapping[str, Any] | str | os.PathLike[str] | None) -> 
         validator = _VALIDATORS.get(key)
         if validator is not None:
             values[key] = validator(key, value)
-            continue
-        # Not a key of the system's own: the settings table of an extension, if one
-        # claims it (imported only now: a system without the table never loads it).
-        from gactors._extension import settings_owner
-
-        owner = settings_owner(key) if isinstance(key, str) else None
-        if owner is None:
-            from gactors._extension import known_settings_keys
-
-            known = ", ".join(sorted(_VALIDATORS))
-            owned = ", ".join(sorted(known_settings_keys())) or "none"
-            raise ConfigError(
-                f"unknown setting {key!r} (known settings: {known}; extension tables: {owned})"
-            )
-        tables[key] = owner._the_instance().validate_settings(value)  # noqa: SLF001
+        elif extension_table is not None and isinstance(key, str):
+            # The settings table of an extension, if one claims it.
+            tables[key] = extension_table(key, value)
+        else:
+            raise unknown_setting(key)
     return Settings(**values, extension_tables=tables)
+
+
+def unknown_setting(key: Any, tables: str = "") -> ConfigError:
+    """The error of a key no one owns (``tables``: the extension tables known)."""
+    known = ", ".join(sorted(_VALIDATORS))
+    also = f"; extension tables: {tables}" if tables else ""
+    return ConfigError(f"unknown setting {key!r} (known settings: {known}{also})")

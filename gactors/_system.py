@@ -24,7 +24,7 @@ from gactors._cell import AUTO_RECEIVED, ActorCell
 from gactors._deadlines import AskDeadlines
 from gactors._dispatch import Dispatcher, Worker
 from gactors._eventstream import EventStream, LogEvent
-from gactors._extension import ExtensionId, ExtensionRegistry, settings_owner
+from gactors._extension import ExtensionId, ExtensionRegistry, settings_owner, validate_table
 from gactors._future import Future
 from gactors._messages import ActorIdentity, DeadLetter, Identify, Terminated
 from gactors._path import ActorPath, Address
@@ -236,7 +236,7 @@ class ActorSystem:
                 "starting with a letter or digit"
             )
         self.name = name
-        self.settings: Settings = load_settings(config)
+        self.settings: Settings = load_settings(config, validate_table)
         configurator = resolve_configurator(self.settings.guardian_supervisor_strategy)
         user_strategy = _guardian_strategy(configurator, self.settings.guardian_supervisor_strategy)
         self._hub = get_hub()
