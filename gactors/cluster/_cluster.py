@@ -12,8 +12,8 @@ from gactors._extension import ExtensionId
 from gactors._future import Future
 from gactors._path import Address
 from gactors._ref import ActorRef
+from gactors.cluster._access import cluster_node, is_cluster_node
 from gactors.cluster._events import ClusterEvent, CurrentClusterState, Member
-from gactors.cluster._extension import ClusterNodeExtension, cluster_node
 from gactors.exceptions import ClusterError
 
 if TYPE_CHECKING:
@@ -49,8 +49,7 @@ class Cluster:
     _system: ActorSystem
 
     def __new__(cls, system: ActorSystem) -> Cluster:
-        has = getattr(system, "has_extension", None)
-        if has is None or not has(ClusterNodeExtension):
+        if not is_cluster_node(system):
             raise ClusterError(
                 f"actor system {getattr(system, 'name', system)!r} is not a cluster node "
                 "(its settings have no 'cluster' table)"

@@ -20,9 +20,8 @@ from gactors.exceptions import ClusterError
 if TYPE_CHECKING:
     from gactors._system import ActorSystem
     from gactors.cluster._node import ClusterNode
-    from gactors.cluster._settings import ClusterSettings
 
-__all__ = ["ClusterNodeExtension", "cluster_node", "cluster_settings"]
+__all__ = ["ClusterNodeExtension"]
 
 
 class ClusterNodeExtension(ExtensionId["ClusterNode"]):
@@ -52,14 +51,3 @@ class ClusterNodeExtension(ExtensionId["ClusterNode"]):
         # the user actors stop.
         extension.begin_leave()
         extension.hand_over(proceed)
-
-
-def cluster_node(system: ActorSystem) -> ClusterNode:
-    """The cluster node of ``system``; :class:`~gactors.ClusterError` if it is none."""
-    return system.extension(ClusterNodeExtension)
-
-
-def cluster_settings(system: ActorSystem) -> ClusterSettings | None:
-    """The ``cluster`` settings table of ``system``, or None."""
-    settings: ClusterSettings | None = system.settings.extension_tables.get("cluster")
-    return settings

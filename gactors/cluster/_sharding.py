@@ -93,9 +93,9 @@ from gactors._messages import PoisonPill, Terminated
 from gactors._props import Props
 from gactors._ref import IMPLICIT, ActorRef, _Implicit
 from gactors._threads import get_ident
+from gactors.cluster._access import cluster_node
 from gactors.cluster._cluster import Cluster
 from gactors.cluster._events import ClusterEvent, CurrentClusterState
-from gactors.cluster._extension import cluster_node
 from gactors.cluster._lease import LeasedProps, LeaseKeeper
 from gactors.cluster._seam import LeaseStore
 from gactors.cluster._serialization import register_message

@@ -42,9 +42,9 @@ from gactors._messages import PoisonPill, Terminated
 from gactors._props import Props
 from gactors._ref import ActorRef
 from gactors._threads import get_ident
+from gactors.cluster._access import cluster_node
 from gactors.cluster._cluster import Cluster
 from gactors.cluster._events import CurrentClusterState, Member, MemberRemoved
-from gactors.cluster._extension import cluster_node
 from gactors.cluster._lease import LeasedProps, LeaseKeeper
 from gactors.cluster._seam import BackendUnavailable, LeaseStore
 from gactors.exceptions import ActorNotFound

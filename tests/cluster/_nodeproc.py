@@ -34,7 +34,7 @@ import gevent
 
 from gactors import Actor, ActorSystem, Props, Terminated
 from gactors.cluster import register_message
-from gactors.cluster._extension import cluster_node
+from gactors.cluster._access import cluster_node
 
 
 @register_message(tag="tests.cluster.Order")

@@ -21,7 +21,7 @@ import pytest
 
 from gactors import Actor, ActorSystem, DeadLetter, Identify, Props, Terminated
 from gactors._messages import ActorIdentity
-from gactors.cluster._extension import cluster_node
+from gactors.cluster._access import cluster_node
 from gactors.exceptions import ConfigError
 from gactors.testkit import TestProbe, dilated
 

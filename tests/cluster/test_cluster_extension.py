@@ -9,7 +9,8 @@ import pytest
 from gactors import ActorSystem, ClusterError
 from gactors._provider import LOCAL_PROVIDER
 from gactors.cluster import Cluster
-from gactors.cluster._extension import ClusterNodeExtension, cluster_node
+from gactors.cluster._access import cluster_node
+from gactors.cluster._extension import ClusterNodeExtension
 from gactors.cluster._settings import ClusterSettings
 
 pytestmark = [pytest.mark.timeout(60)]

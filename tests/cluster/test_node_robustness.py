@@ -19,7 +19,7 @@ from gactors.testkit import TestProbe, dilated
 
 redis = pytest.importorskip("redis")
 from gactors.cluster import Cluster, MemberRemoved, UnreachableMember  # noqa: E402
-from gactors.cluster._extension import cluster_node  # noqa: E402
+from gactors.cluster._access import cluster_node  # noqa: E402
 from gactors.testkit._redis_server import RedisServer  # noqa: E402
 
 from ._nodeproc import NodeProc  # noqa: E402
