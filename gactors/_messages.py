@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
@@ -223,6 +224,20 @@ class DeadLetter(_Envelope):
     """Published when a message could not be delivered."""
 
     __slots__ = ()
+
+
+_Unpack = Callable[[Any, Any], Iterable[tuple[Any, Any]]]
+#: Internal message classes that carry other messages (the cluster's sharding wraps an
+#: entity's message on its way through regions and shards), with how to take them
+#: apart: a carrier that cannot be delivered is published as the dead letters of the
+#: messages it carries, so that each one is seen, counted and can be retried.
+_CARRIERS: dict[type, _Unpack] = {}
+
+
+def register_carrier(cls: type, unpack: _Unpack) -> None:
+    """Declare ``cls`` a carrier: ``unpack(message, sender)`` returns the
+    ``(message, sender)`` pairs it carries (for extensions, not applications)."""
+    _CARRIERS[cls] = unpack
 
 
 class UnhandledMessage(_Envelope):

@@ -23,6 +23,8 @@ method below with a compatible signature. Every built-in class declares its inte
 
 from __future__ import annotations
 
+from typing import Any
+
 from zope.interface import Attribute, Interface
 
 __all__ = [
@@ -34,8 +36,9 @@ __all__ = [
 
 
 # zope.interface describes methods without ``self``; the signatures are checked by
-# ``zope.interface.verify`` against the implementation (which has ``self``).
-class ISupervisorStrategy(Interface):  # type: ignore[misc]
+# ``zope.interface.verify`` against the implementation (which has ``self``), and mypy
+# reads them through the mypy-zope plugin (setup.cfg).
+class ISupervisorStrategy(Interface):
     """How a supervisor handles the failures of its children.
 
     Both methods run inside the supervising actor, while it processes the child's
@@ -47,7 +50,9 @@ class ISupervisorStrategy(Interface):  # type: ignore[misc]
         "The decider: a callable (exception) -> Directive | None, where None means escalate."
     )
 
-    def handle_failure(context, child, cause, stats, children):  # type: ignore[no-untyped-def]
+    def handle_failure(
+        context: Any, child: Any, cause: BaseException, stats: Any, children: Any
+    ) -> bool:
         """Decide what to do with a failed child and do it.
 
         ``context`` is the supervising actor's :class:`~gactors.ActorContext`,
@@ -58,40 +63,40 @@ class ISupervisorStrategy(Interface):  # type: ignore[misc]
         supervisor then fails with the same exception.
         """
 
-    def handle_child_terminated(context, child, children):  # type: ignore[no-untyped-def]
+    def handle_child_terminated(context: Any, child: Any, children: Any) -> None:
         """Called after ``child`` terminated; ``children`` are the remaining children."""
 
 
-class ISupervisorStrategyConfigurator(Interface):  # type: ignore[misc]
+class ISupervisorStrategyConfigurator(Interface):
     """Creates the ``/user`` guardian's strategy.
 
     Named by the ``guardian_supervisor_strategy`` setting; the configurator class is
     instantiated with no arguments and :meth:`create` is called once per actor system.
     """
 
-    def create():  # type: ignore[misc, no-untyped-def]
+    def create() -> Any:
         """Return the :class:`ISupervisorStrategy` of the ``/user`` guardian."""
 
 
-class IBackoffPolicy(Interface):  # type: ignore[misc]
+class IBackoffPolicy(Interface):
     """Computes the restart delays of one backoff supervisor.
 
     Made by a factory ``(min_backoff, max_backoff, random_factor) -> IBackoffPolicy``
     (all three in seconds, ``random_factor`` in [0, 1]), once per backoff supervisor.
     """
 
-    def next_delay(restart_count):  # type: ignore[no-untyped-def]
+    def next_delay(restart_count: int) -> float:
         """Seconds (a float >= 0) to wait before restart number ``restart_count``.
 
         ``restart_count`` is 0 for the first restart after a (re)start or a reset, 1 for
         the next one, and so on.
         """
 
-    def reset():  # type: ignore[misc, no-untyped-def]
+    def reset() -> None:
         """Forget any state: called when the supervisor's restart count is reset."""
 
 
-class ISerializer(Interface):  # type: ignore[misc]
+class ISerializer(Interface):
     """Turns the messages a node sends to other nodes into bytes and back.
 
     A cluster node uses the serializer named by its ``cluster.serializer`` setting for
@@ -124,9 +129,9 @@ class ISerializer(Interface):  # type: ignore[misc]
 
     name = Attribute("The name the serializer is registered under (a str).")
 
-    def encode(obj):  # type: ignore[no-untyped-def]
+    def encode(obj: Any) -> bytes:
         """Return ``obj`` as bytes; raise :class:`~gactors.SerializationError` if it
         cannot be serialized."""
 
-    def decode(data):  # type: ignore[no-untyped-def]
+    def decode(data: bytes) -> Any:
         """Return the object encoded in ``data`` (bytes)."""

@@ -44,12 +44,12 @@ from typing import Any, Literal, cast
 
 from gevent import monkey
 from zope.interface import Interface
+from zope.interface import exceptions as _zope_exceptions
 from zope.interface.exceptions import (
     BrokenImplementation,
     BrokenMethodImplementation,
     DoesNotImplement,
     Invalid,
-    MultipleInvalid,
 )
 from zope.interface.interface import InterfaceClass
 from zope.interface.registry import Components
@@ -118,23 +118,23 @@ _LABEL: dict[Kind, str] = {
 # The registry keys: one private marker interface per kind. What is stored is not always
 # a provider of the public interface (a configurator is registered as its class, a backoff
 # policy as its factory), so the public interfaces cannot serve as keys.
-class _IStrategyPlugin(Interface):  # type: ignore[misc]
+class _IStrategyPlugin(Interface):
     """Registry key of supervisor strategies."""
 
 
-class _IConfiguratorPlugin(Interface):  # type: ignore[misc]
+class _IConfiguratorPlugin(Interface):
     """Registry key of guardian strategy configurators."""
 
 
-class _IBackoffPolicyPlugin(Interface):  # type: ignore[misc]
+class _IBackoffPolicyPlugin(Interface):
     """Registry key of backoff policy factories."""
 
 
-class _ISerializerPlugin(Interface):  # type: ignore[misc]
+class _ISerializerPlugin(Interface):
     """Registry key of serializers."""
 
 
-_KEY: dict[Kind, InterfaceClass] = {
+_KEY: dict[Kind, type[Interface]] = {
     "strategy": _IStrategyPlugin,
     "configurator": _IConfiguratorPlugin,
     "backoff_policy": _IBackoffPolicyPlugin,
@@ -150,6 +150,15 @@ _BUILTIN_LAZY: dict[Kind, dict[str, str]] = {
         "pickle": "gactors.cluster._serialization:PickleSerializer",
     },
 }
+
+BUILTIN_EXTENSIONS: dict[str, str] = {"cluster": "gactors.cluster._extension:ClusterNodeExtension"}
+"""Built-in extensions that own a settings table: settings key -> ``"module:Name"`` of
+the :class:`~gactors.ExtensionId` subclass, imported when a system's settings have that
+table (like an entry point of group ``gactors.extensions``, which third parties use)."""
+
+# zope.interface (>= 5) raises MultipleInvalid for several problems at once; the stubs
+# of mypy-zope predate it.
+MultipleInvalid: type[Invalid] = _zope_exceptions.MultipleInvalid  # type: ignore[attr-defined]
 
 _registry = Components("gactors.plugins")
 # The original (OS-thread) RLock: registration may happen in any thread, and nothing
@@ -320,7 +329,11 @@ def _load_pending(kind: Kind, name: str) -> Any:
 
 # -- verification ---------------------------------------------------------------------------------
 def _reasons(error: Invalid) -> list[str]:
-    errors = error.exceptions if isinstance(error, MultipleInvalid) else [error]
+    errors: list[BaseException] = (
+        list(getattr(error, "exceptions", [error]))
+        if isinstance(error, MultipleInvalid)
+        else [error]
+    )
     out: list[str] = []
     for e in errors:
         iface = getattr(e, "interface", None)

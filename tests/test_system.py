@@ -342,3 +342,32 @@ def test_stop_refuses_the_guardians(system: ActorSystem, echo: ActorRef) -> None
     system.stop(stopper)
     system.terminate()
     assert system.await_termination(10)
+
+
+class _Pair:
+    """A wrapper an extension sends around two messages (a carrier)."""
+
+    def __init__(self, a: Any, b: Any) -> None:
+        self.a, self.b = a, b
+
+
+def test_a_carrier_is_dead_lettered_as_the_messages_it_carries(
+    system: ActorSystem, dead_letters: Collector
+) -> None:
+    from gactors._messages import _CARRIERS, register_carrier
+
+    other = system.actor_of(Props(Echo))
+    register_carrier(_Pair, lambda pair, sender: [(pair.a, sender), (pair.b, other)])
+    try:
+        stopped = system.actor_of(Props(Echo))
+        system.stop(stopped)
+        gevent.sleep(0.05)
+        stopped.tell(_Pair("first", "second"), None)  # to a stopped actor: dead letters
+        got = [dead_letters.get(), dead_letters.get()]
+        assert [(d.message, d.sender, d.recipient) for d in got] == [
+            ("first", None, stopped),
+            ("second", other, stopped),
+        ]
+        assert not any(isinstance(d.message, _Pair) for d in dead_letters.events)
+    finally:
+        del _CARRIERS[_Pair]

@@ -69,7 +69,7 @@ from gactors.cluster._events import (
     UnreachableMember,
 )
 from gactors.cluster._redis import RedisBackend
-from gactors.cluster._remote import RemoteActorRef, unpack_dead_letters
+from gactors.cluster._remote import RemoteActorRef
 from gactors.cluster._seam import (
     FULL,
     GONE,
@@ -184,7 +184,6 @@ class ClusterNode:
         self._removed: set[str] = set()
         self._epoch = ""
         self._subscribers: dict[ActorRef, tuple[type, ...]] = {}
-        self.cluster_facade: Any = None
         # -- outbound --
         self._pending: dict[str, tuple[list[Record], list[tuple[Any, Any, ActorRef]]]] = {}
         self._wake = Event()
@@ -540,9 +539,7 @@ class ClusterNode:
                     watchers.discard(watcher)
                 watcher._send_system(sm.DeathWatchNotification(ref, False, True))
             return
-        publish = self.system.publish_dead_letter
-        for m, s in unpack_dead_letters(message, sender):
-            publish(m, s, ref)
+        self.system.publish_dead_letter(message, sender, ref)
 
     def _dead_letter_all(self, metas: list[tuple[Any, Any, ActorRef]]) -> None:
         for message, sender, ref in metas:
@@ -802,9 +799,7 @@ class ClusterNode:
             message = UndecodableMessage(describe_payload(r.payload))
         if isinstance(message, sm.SystemMessage):
             return
-        recipient = self._resolve_local(*r.recipient)
-        for m, _ in unpack_dead_letters(message, None):
-            self.system.publish_dead_letter(m, None, recipient)
+        self.system.publish_dead_letter(message, None, self._resolve_local(*r.recipient))
         _log.debug("dropped a message from removed node %s (quarantined)", snd[0])
 
     def _undecodable(self, error: str, summary: str, path: str | None) -> None:
@@ -1131,9 +1126,8 @@ class ClusterNode:
                 )
             except Exception:  # a malformed ref: the message is still reported
                 _log.debug("a malformed ref in the inbox of %s", node, exc_info=True)
-            for m, s in unpack_dead_letters(message, sender):
-                self.system.publish_dead_letter(m, s, recipient)
-                n += 1
+            n += 1
+            self.system.publish_dead_letter(message, sender, recipient)
         return n
 
     def _publish(self, event: ClusterEvent) -> None:

@@ -8,7 +8,6 @@ nothing touches the network in ``tell``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from gactors._path import ActorPath
@@ -19,30 +18,7 @@ if TYPE_CHECKING:
     from gactors._sysmsg import SystemMessage
     from gactors.cluster._node import ClusterNode
 
-__all__ = ["RemoteActorRef", "register_carrier", "unpack_dead_letters"]
-
-_Unpack = Callable[[Any, "ActorRef | None"], Iterable[tuple[Any, "ActorRef | None"]]]
-#: Message classes that carry other messages (sharding's region batches), with how to
-#: take them apart: a carrier that cannot be delivered is dead-lettered as the
-#: messages it carries, one ``DeadLetter`` each, so that every message is counted.
-_CARRIERS: dict[type, _Unpack] = {}
-
-
-def register_carrier(cls: type, unpack: _Unpack) -> None:
-    """Declare ``cls`` a carrier of messages: ``unpack(message, sender)`` yields the
-    ``(message, sender)`` pairs it carries."""
-    _CARRIERS[cls] = unpack
-
-
-def unpack_dead_letters(
-    message: Any, sender: ActorRef | None
-) -> Iterable[tuple[Any, ActorRef | None]]:
-    """The ``(message, sender)`` pairs to dead-letter for an undeliverable
-    ``message``: itself, or what it carries."""
-    unpack = _CARRIERS.get(type(message))
-    if unpack is None:
-        return ((message, sender),)
-    return unpack(message, sender)
+__all__ = ["RemoteActorRef"]
 
 
 class RemoteActorRef(ActorRef):

@@ -43,6 +43,7 @@ from gevent.fileobject import FileObject
 
 from gactors import Actor, ActorSystem, DeadLetter, Props
 from gactors.cluster import ClusterSharding, ShardingEnvelope
+from gactors.cluster._access import cluster_node
 
 
 def emit(obj: dict[str, Any]) -> None:
@@ -113,10 +114,12 @@ def main() -> int:
             message = message.message
         if isinstance(message, tuple) and len(message) == 2 and message[0] == "t":
             books.write(f"D {message[1]}")
+        else:
+            books.write(f"X {type(message).__name__} {message!r:.200}")
 
     system.event_stream.subscribe(on_dead_letter, DeadLetter)
     system.actor_of(Props(Sink, books), "sink")
-    node = system.cluster_node
+    node = cluster_node(system)
     emit({"address": str(node.address), "pid": os.getpid()})
 
     def commands() -> None:

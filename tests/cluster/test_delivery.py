@@ -155,11 +155,17 @@ class Ledger:
         assert not both, f"{len(both)} message(s) both processed and dead letters: {both[:20]}"
         assert set(self.processed) | set(self.dead) <= set(range(self.sent))
 
+    def missing(self) -> list[int]:
+        return sorted(set(range(self.sent)) - set(self.processed) - set(self.dead))
+
     def __str__(self) -> str:
-        return (
+        text = (
             f"sent {self.sent} / processed {len(self.processed)} / dead letters "
             f"{len(self.dead)} / unaccounted {self.unaccounted}"
         )
+        if 0 < self.unaccounted <= 2000:
+            text += f" (missing: {self.missing()[:30]})"
+        return text
 
 
 def read_books(*nodes: DeliveryNode) -> tuple[Counter[int], Counter[int]]:
@@ -170,6 +176,8 @@ def read_books(*nodes: DeliveryNode) -> tuple[Counter[int], Counter[int]]:
             for line in Path(node.books).read_text().splitlines():
                 # (one os.write per line on O_APPEND: a SIGKILL never cuts a line)
                 kind, _, i = line.partition(" ")
+                if kind == "X":
+                    continue  # a dead letter of something else (written for diagnosis)
                 (processed if kind == "P" else dead)[int(i)] += 1
     return processed, dead
 
@@ -196,6 +204,9 @@ def settle(sent: int, *nodes: DeliveryNode, quiet: float = 2.0, limit: float = 3
 
 @pytest.fixture
 def books_dir() -> Iterator[str]:
+    if os.environ.get("GACTORS_KEEP_BOOKS"):  # to read them after a failure
+        yield tempfile.mkdtemp(prefix="gactors-books-")
+        return
     with tempfile.TemporaryDirectory(prefix="gactors-books-") as d:
         yield d
 
@@ -377,7 +388,13 @@ def test_sharding_under_churn_loses_only_what_the_crashed_host_had_read(
         report(f"sharding, {fault} of one of three hosts", ledger)
         ledger.check()
         bound = CRASH_BOUND if fault == "SIGKILL" else 0
-        assert ledger.unaccounted <= bound, str(ledger)
+        logs = "\n".join(
+            line
+            for host in hosts
+            for line in host.log().splitlines()
+            if "WARNING" in line or "ERROR" in line
+        )
+        assert ledger.unaccounted <= bound, f"{ledger}\n{logs[-6000:]}"
     finally:
         for host in hosts:
             host.close()
