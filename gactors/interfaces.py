@@ -19,6 +19,9 @@ method below with a compatible signature. Every built-in class declares its inte
 * :class:`ISerializer` -- turns the messages sent to other cluster nodes into bytes
   and back (docs/cluster/concepts.md, "Serialization"). The built-ins are
   ``"msgpack"`` (the default) and ``"pickle"`` (trusted networks only).
+* :class:`IJournal`, :class:`ISnapshotStore`, :class:`IDurableStateStore` -- where
+  :mod:`gactors.persistence` keeps events, snapshots and durable states
+  (docs/persistence.md). The built-ins are ``"sqlite"`` and ``"memory"``.
 """
 
 from __future__ import annotations
@@ -27,7 +30,10 @@ from zope.interface import Attribute, Interface
 
 __all__ = [
     "IBackoffPolicy",
+    "IDurableStateStore",
+    "IJournal",
     "ISerializer",
+    "ISnapshotStore",
     "ISupervisorStrategy",
     "ISupervisorStrategyConfigurator",
 ]
@@ -130,3 +136,119 @@ class ISerializer(Interface):  # type: ignore[misc]
 
     def decode(data):  # type: ignore[no-untyped-def]
         """Return the object encoded in ``data`` (bytes)."""
+
+
+# -- persistence stores --------------------------------------------------------------------------
+_STORE_CONTRACT = """
+    A store is made by a factory ``(settings, system) -> store`` registered with
+    :func:`gactors.plugins.register_journal` (``register_snapshot_store``,
+    ``register_state_store``); ``settings`` is the system's
+    :class:`gactors.persistence.PersistenceSettings`. One object may provide all three
+    interfaces (the built-ins do).
+
+    **Blocking.** Every method is called from a greenlet of the system's hub thread and
+    may block *that greenlet* (gevent-friendly I/O, or a real thread through gevent's
+    threadpool), never the hub: other actors run while a store waits for its disk or
+    its server. ``gactors.persistence`` never calls two ``write_batch`` of one store at
+    once, so a store with one writer connection needs no lock of its own for them.
+"""
+
+
+class IJournal(Interface):  # type: ignore[misc]
+    __doc__ = (
+        """Keeps the events of persistent actors (``PersistentActor``).
+"""
+        + _STORE_CONTRACT
+        + """
+    **Batching.** The writes that actors make during one turn of the hub reach the
+    journal as one :meth:`write_batch` call (the next batch gathers while one is being
+    written), so a store can do them in one transaction or one round trip: the SQLite
+    store commits a batch as one transaction; a Redis store sends one Lua script call
+    per write (the script checks the sequence number and the fence and appends, all
+    atomically, the keys of one persistence id sharing one ``{hash tag}``), the whole
+    batch pipelined in one round trip, and maps each script's error reply to the
+    exception of that write.
+"""
+    )
+
+    def write_batch(writes):  # type: ignore[no-untyped-def]
+        """Store each :class:`~gactors.persistence.AtomicWrite` of the sequence
+        ``writes`` (any number of persistence ids; at most one write per id per batch)
+        all-or-nothing, and return a list with one entry per write, in order: ``None``
+        when it is stored, else the exception refusing it, nothing of it stored --
+        :class:`~gactors.persistence.PersistenceConflict` when the id's highest stored
+        sequence number is not ``after_sequence_nr``,
+        :class:`~gactors.persistence.FencedError` when ``fencing_token`` is lower than
+        the highest token stored for the id (a write with a token stores it as the new
+        highest), :class:`~gactors.persistence.WriteRejected` for what the store will
+        not hold. The checks and the write are one atomic step per write. Raising
+        instead (the store is unreachable, the transaction failed) fails every write of
+        the batch; whether any of them was stored is then unknown to the writer, which
+        stops and recovers."""
+
+    def replay(persistence_id, from_sequence_nr, to_sequence_nr, max_count):  # type: ignore[no-untyped-def]
+        """The stored events of ``persistence_id`` from ``from_sequence_nr`` up to
+        ``to_sequence_nr`` (None: no bound), at most ``max_count`` of them (None: all),
+        in order, as a list of :class:`~gactors.persistence.StoredEvent`."""
+
+    def highest_sequence_nr(persistence_id):  # type: ignore[no-untyped-def]
+        """The highest sequence number ever stored for ``persistence_id`` (0: none),
+        also after its events were deleted."""
+
+    def delete_to(persistence_id, to_sequence_nr, fencing_token):  # type: ignore[no-untyped-def]
+        """Delete the events of ``persistence_id`` up to ``to_sequence_nr``; the highest
+        sequence number is kept. Refused like a write when ``fencing_token`` is stale."""
+
+    def persistence_ids():  # type: ignore[misc, no-untyped-def]
+        """Every persistence id the journal has stored events for (a list of str)."""
+
+    def close():  # type: ignore[misc, no-untyped-def]
+        """Release connections and files; called once per factory call when the actor
+        system terminates."""
+
+
+class ISnapshotStore(Interface):  # type: ignore[misc]
+    __doc__ = (
+        """Keeps the snapshots of persistent actors.
+"""
+        + _STORE_CONTRACT
+    )
+
+    def save(persistence_id, sequence_nr, timestamp, payload, fencing_token):  # type: ignore[no-untyped-def]
+        """Store ``payload`` (bytes) as the snapshot of ``persistence_id`` after event
+        ``sequence_nr`` (replacing one at the same number). Raises
+        :class:`~gactors.persistence.FencedError` when ``fencing_token`` is stale."""
+
+    def load(persistence_id, max_sequence_nr):  # type: ignore[no-untyped-def]
+        """The latest :class:`~gactors.persistence.StoredSnapshot` of
+        ``persistence_id`` at or before ``max_sequence_nr`` (None: any), or None."""
+
+    def delete(persistence_id, max_sequence_nr):  # type: ignore[no-untyped-def]
+        """Delete the snapshots of ``persistence_id`` at or before ``max_sequence_nr``."""
+
+    def close():  # type: ignore[misc, no-untyped-def]
+        """As :meth:`IJournal.close`."""
+
+
+class IDurableStateStore(Interface):  # type: ignore[misc]
+    __doc__ = (
+        """Keeps the states of durable-state actors (``DurableStateActor``).
+"""
+        + _STORE_CONTRACT
+        + """
+    Writes are batched as for :class:`IJournal`.
+"""
+    )
+
+    def write_batch(writes):  # type: ignore[no-untyped-def]
+        """Store each :class:`~gactors.persistence.StateWrite` of ``writes`` and return
+        one entry per write as :meth:`IJournal.write_batch` does: refused with
+        :class:`~gactors.persistence.PersistenceConflict` unless the stored revision is
+        ``after_revision`` (0: nothing stored), with
+        :class:`~gactors.persistence.FencedError` for a stale token."""
+
+    def get(persistence_id):  # type: ignore[no-untyped-def]
+        """The :class:`~gactors.persistence.StoredState` of ``persistence_id`` or None."""
+
+    def close():  # type: ignore[misc, no-untyped-def]
+        """As :meth:`IJournal.close`."""
