@@ -14,6 +14,7 @@ from gactors import pattern as pattern  # the public submodule: gactors.pattern.
 from gactors._actor import Actor
 from gactors._context import ActorContext
 from gactors._eventstream import EventStream, LogEvent
+from gactors._extension import ExtensionId
 from gactors._future import Future
 from gactors._messages import (
     ActorIdentity,
@@ -135,6 +136,7 @@ __all__ = [
     "Directive",
     "Escalate",
     "EventStream",
+    "ExtensionId",
     "Future",
     "GactorsError",
     "HubBlocked",

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from gactors.exceptions import ConfigError
@@ -53,6 +53,9 @@ class Settings:
     """The ``cluster`` table (docs/cluster/operations.md) as a
     ``gactors.cluster._settings.ClusterSettings``;
     None: the system is not a cluster node (and nothing of ``gactors.cluster`` is imported)."""
+    extension_tables: Mapping[str, Any] = field(default_factory=dict)
+    """The settings tables of extensions (``ExtensionId.settings_key`` -> what the
+    extension's ``validate_settings`` made of its table), in the order of the config."""
 
 
 def _number(key: str, value: Any, *, allow_none: bool = False, allow_zero: bool = False) -> Any:
@@ -116,7 +119,9 @@ _VALIDATORS: dict[str, Callable[[str, Any], Any]] = {
     "shutdown_timeout": lambda k, v: _number(k, v, allow_zero=True),
     "cluster": _cluster,
 }
-assert set(_VALIDATORS) == {f.name for f in fields(Settings)}
+assert set(_VALIDATORS) == {f.name for f in fields(Settings)} - {"extension_tables"}
+CORE_KEYS: frozenset[str] = frozenset(_VALIDATORS)
+"""The keys of the actor system's own settings (no extension may claim one)."""
 
 
 def _read_toml(path: str | os.PathLike[str]) -> Mapping[str, Any]:
@@ -147,10 +152,24 @@ def load_settings(config: Mapping[str, Any] | str | os.PathLike[str] | None) -> 
             f"config must be a mapping or the path of a TOML file, not {type(config).__name__}"
         )
     values: dict[str, Any] = {}
+    tables: dict[str, Any] = {}
     for key, value in config.items():
         validator = _VALIDATORS.get(key)
-        if validator is None:
+        if validator is not None:
+            values[key] = validator(key, value)
+            continue
+        # Not a key of the system's own: the settings table of an extension, if one
+        # claims it (imported only now: a system without the table never loads it).
+        from gactors._extension import settings_owner
+
+        owner = settings_owner(key) if isinstance(key, str) else None
+        if owner is None:
+            from gactors._extension import known_settings_keys
+
             known = ", ".join(sorted(_VALIDATORS))
-            raise ConfigError(f"unknown setting {key!r} (known settings: {known})")
-        values[key] = validator(key, value)
-    return Settings(**values)
+            owned = ", ".join(sorted(known_settings_keys())) or "none"
+            raise ConfigError(
+                f"unknown setting {key!r} (known settings: {known}; extension tables: {owned})"
+            )
+        tables[key] = owner._the_instance().validate_settings(value)  # noqa: SLF001
+    return Settings(**values, extension_tables=tables)

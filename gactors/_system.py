@@ -24,6 +24,7 @@ from gactors._cell import AUTO_RECEIVED, ActorCell
 from gactors._deadlines import AskDeadlines
 from gactors._dispatch import Dispatcher, Worker
 from gactors._eventstream import EventStream, LogEvent
+from gactors._extension import ExtensionId, ExtensionRegistry, settings_owner
 from gactors._future import Future
 from gactors._messages import ActorIdentity, DeadLetter, Identify, Terminated
 from gactors._path import ActorPath, Address
@@ -53,6 +54,7 @@ _log = logging.getLogger("gactors")
 _SYSTEM_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
 F = TypeVar("F", bound=Callable[..., Any])
 T = TypeVar("T")
+E = TypeVar("E")
 P = ParamSpec("P")
 
 
@@ -214,6 +216,7 @@ class ActorSystem:
     #   failure_tb      (cause, traceback) of the child failure being decided, for its log
     #   log_filters     callables that drop LogEvents before they are published
     #   termination_hooks   run in reverse order once the root has stopped
+    #   _extensions     the ExtensionRegistry behind extension()/has_extension()
     #
     # and the methods publish_dead_letter, publish_log, run_in_hub, run_in_hub_async,
     # tell_from_thread, check_thread_alive, check_stoppable, fork_error and
@@ -255,6 +258,7 @@ class ActorSystem:
         self.when_terminated: Future[None] = Future(self._hub, self._tid)
         self.event_stream = EventStream(self)
         self.log = logging.LoggerAdapter(logging.getLogger("gactors.system"), {"actor_path": name})
+        self._extensions = ExtensionRegistry(self)
 
         # A cluster node (docs/cluster/concepts.md) connects before the root path is
         # built: paths carry the node's address. A system without a cluster table never imports the
@@ -300,13 +304,42 @@ class ActorSystem:
                 self._terminating = True
                 self.root_cell.stop_ref(self.user_cell.ref)
                 raise
+        self._create_configured_extensions()
         if self.settings.blocking_threshold is not None:
             from gactors._monitor import start_monitoring
 
             start_monitoring(self)
         _log.debug("actor system %r started", name)
 
+    def _create_configured_extensions(self) -> None:
+        """Create the extensions whose settings tables the config has, in its order."""
+        tables = self.settings.extension_tables
+        if not tables:
+            return
+        try:
+            for key in tables:
+                owner = settings_owner(key)
+                if owner is not None:
+                    self._extensions.get(owner)
+        except BaseException:
+            self._terminating = True
+            if self.cluster_node is not None:
+                self.cluster_node.close()
+            self.root_cell.stop_ref(self.user_cell.ref)
+            raise
+
     # -- public API ----------------------------------------------------------------------------
+    def extension(self, ext_id: type[ExtensionId[E]] | ExtensionId[E]) -> E:
+        """The extension ``ext_id`` (an :class:`~gactors.ExtensionId` subclass or
+        instance) of this system: made by ``ext_id.create(self)`` on the first call,
+        the same object on every later one. Safe from any thread; concurrent first
+        calls create it once."""
+        return self._extensions.get(ext_id)  # type: ignore[no-any-return]
+
+    def has_extension(self, ext_id: type[ExtensionId[Any]] | ExtensionId[Any]) -> bool:
+        """True once the extension ``ext_id`` of this system has been created."""
+        return self._extensions.has(ext_id)
+
     @_in_hub_thread
     def actor_of(self, props: Props, name: str | None = None) -> ActorRef:
         """Create a top-level actor under ``/user``; returns its ref at once."""
@@ -333,16 +366,20 @@ class ActorSystem:
         if not self._terminating:
             self._terminating = True
             _log.debug("actor system %r terminating", self.name)
-            if self.cluster_node is not None:
-                # Graceful leave: the node is "leaving" while its actors stop, and
-                # leaves the membership once they stopped (a termination hook).
-                self.cluster_node.begin_leave()
-                # Singletons and shards hand over (their instances stop with their
-                # stop_message, leases released) before the user actors stop.
-                self.cluster_node.hand_over(self._stop_user_guardian)
-            else:
-                self._stop_user_guardian()
+            # The extensions' shutdown steps run first (the one created last first).
+            self._extensions.shutdown(self._leave_then_stop_user_guardian)
         return self.when_terminated
+
+    def _leave_then_stop_user_guardian(self) -> None:
+        if self.cluster_node is not None:
+            # Graceful leave: the node is "leaving" while its actors stop, and
+            # leaves the membership once they stopped (a termination hook).
+            self.cluster_node.begin_leave()
+            # Singletons and shards hand over (their instances stop with their
+            # stop_message, leases released) before the user actors stop.
+            self.cluster_node.hand_over(self._stop_user_guardian)
+        else:
+            self._stop_user_guardian()
 
     def _stop_user_guardian(self) -> None:
         self.root_cell.stop_ref(self.user_cell.ref)

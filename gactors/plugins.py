@@ -224,6 +224,11 @@ _BUILTIN_LAZY: dict[Kind, dict[str, str]] = {
     },
 }
 
+BUILTIN_EXTENSIONS: dict[str, str] = {}
+"""Built-in extensions that own a settings table: settings key -> ``"module:Name"`` of
+the :class:`~gactors.ExtensionId` subclass, imported when a system's settings have that
+table (like an entry point of group ``gactors.extensions``, which third parties use)."""
+
 _registry = Components("gactors.plugins")
 # The original (OS-thread) RLock: registration may happen in any thread, and nothing
 # inside the critical sections switches greenlets.
