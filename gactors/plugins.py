@@ -224,7 +224,9 @@ _BUILTIN_LAZY: dict[Kind, dict[str, str]] = {
     },
 }
 
-BUILTIN_EXTENSIONS: dict[str, str] = {}
+BUILTIN_EXTENSIONS: dict[str, str] = {
+    "persistence": "gactors.persistence._extension:PersistenceExtension",
+}
 """Built-in extensions that own a settings table: settings key -> ``"module:Name"`` of
 the :class:`~gactors.ExtensionId` subclass, imported when a system's settings have that
 table (like an entry point of group ``gactors.extensions``, which third parties use)."""

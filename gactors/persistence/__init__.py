@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from gactors.persistence._actor import PersistentActor
 from gactors.persistence._durable import DurableStateActor
-from gactors.persistence._extension import Persistence
+from gactors.persistence._extension import Persistence, PersistenceExtension
 from gactors.persistence._model import (
     AtomicWrite,
     DeleteMessagesFailure,
@@ -57,6 +57,7 @@ __all__ = [
     "Persistence",
     "PersistenceConflict",
     "PersistenceError",
+    "PersistenceExtension",
     "PersistenceSettings",
     "PersistentActor",
     "Recovery",

@@ -15,20 +15,20 @@ from __future__ import annotations
 
 import logging
 import os
-import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import gevent
 
 from gactors import plugins
+from gactors._extension import ExtensionId
 from gactors.persistence._model import PersistenceError
 from gactors.persistence._settings import PersistenceSettings, load_persistence_settings
 
 if TYPE_CHECKING:
     from gactors._system import ActorSystem
 
-__all__ = ["Persistence", "persistence_of"]
+__all__ = ["Persistence", "PersistenceExtension", "persistence_of"]
 
 _log = logging.getLogger("gactors.persistence")
 
@@ -207,18 +207,26 @@ def _with_path(settings: PersistenceSettings, path: str) -> PersistenceSettings:
     return replace(settings, path=path)
 
 
-# Until the system offers extensions: one Persistence per system, settings given by
-# configure() (tests) or the defaults.
-_by_system: weakref.WeakKeyDictionary[Any, Persistence] = weakref.WeakKeyDictionary()
+class PersistenceExtension(ExtensionId[Persistence]):
+    """The persistence extension (SPEC section 11): owns the ``persistence`` settings
+    table; ``system.extension(PersistenceExtension)`` is :meth:`Persistence.get`."""
+
+    settings_key = "persistence"
+
+    def validate_settings(self, table: Any) -> PersistenceSettings:
+        """The ``persistence`` table as :class:`PersistenceSettings` (``ConfigError``
+        naming a bad key)."""
+        return load_persistence_settings(table)
+
+    def create(self, system: ActorSystem) -> Persistence:
+        """The system's :class:`Persistence`; its stores close when the system has
+        terminated (persistent actors write until they stop)."""
+        tables = getattr(system.settings, "extension_tables", None) or {}
+        p = Persistence(system, load_persistence_settings(tables.get("persistence")))
+        system.register_on_termination(p.close)
+        return p
 
 
 def persistence_of(system: ActorSystem) -> Persistence:
     """The :class:`Persistence` of ``system``, created on first use."""
-    p = _by_system.get(system)
-    if p is None:
-        tables = getattr(system.settings, "extension_tables", None) or {}
-        p = _by_system[system] = Persistence(
-            system, load_persistence_settings(tables.get("persistence"))
-        )
-        system.register_on_termination(p.close)
-    return p
+    return system.extension(PersistenceExtension)
