@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from gactors.exceptions import ConfigError
+from gactors.exceptions import ConfigError, PluginError
 
 __all__ = ["DEFAULT_PATH", "PersistenceSettings", "load_persistence_settings"]
 
@@ -52,6 +52,18 @@ def _plugin_ref(key: str, value: Any) -> Any:
     if isinstance(value, str):
         if not value:
             raise ConfigError(f"setting 'persistence.{key}' must not be empty")
+        if ":" not in value:
+            # A name: known now (built-in, registered or an entry point), else the
+            # error lists the known ones where the name is given (ActorSystem(...)).
+            from gactors import plugins
+
+            known = plugins.names(key)  # type: ignore[arg-type]
+            if value not in known:
+                raise PluginError(
+                    f"setting 'persistence.{key}': unknown {key.replace('_', ' ')} "
+                    f"{value!r}; known names: {', '.join(map(repr, known)) or 'none'} (or a "
+                    "'package.module:Name' reference or the factory itself)"
+                )
         return value
     if callable(value):
         return value
