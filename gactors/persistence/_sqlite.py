@@ -8,8 +8,8 @@ Writes go through one writer connection (SQLite has one writer at a time anyway)
 a real lock; reads open their own connections (WAL lets them read while the writer
 writes). A batch of writes (all the writes of many actors gathered by
 :mod:`gactors.persistence._extension`) is one transaction: one sync of the disk for the
-whole batch, each write inside it under a savepoint so that a refused one stores
-nothing and the others are kept.
+whole batch: the checks of all its writes are one query, the accepted writes a few
+``executemany`` calls, so a refused write stores nothing and the others are kept.
 
 **Durability.** ``synchronous=FULL``: a committed batch survives a crash of the process
 and of the machine.
@@ -72,6 +72,7 @@ CREATE TABLE IF NOT EXISTS states (
 """
 
 _Lock = monkey.get_original("threading", "Lock")
+_local = monkey.get_original("_thread", "_local")
 
 
 @implementer(IJournal, ISnapshotStore, IDurableStateStore)
@@ -81,6 +82,8 @@ class SqliteStore:
     def __init__(self, path: str) -> None:
         self.path = path
         self._lock = _Lock()
+        self._local = _local()  # this store's reader connection in each thread
+        self._readers: list[sqlite3.Connection] = []
         self._writer: sqlite3.Connection | None = None
         self._users = 0
         self._run(self._open)
@@ -123,32 +126,30 @@ class SqliteStore:
             return result
 
     def _read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        conn = self._connect()
-        try:
-            return fn(conn)
-        finally:
-            conn.close()
+        # One reader connection per threadpool thread, kept (opening one per read costs
+        # more than most reads); WAL lets them read while the writer writes.
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            if self._writer is None:
+                raise PersistenceError(f"the SQLite store {self.path!r} is closed")
+            conn = self._local.conn = self._connect()
+            with self._lock:
+                self._readers.append(conn)
+        return fn(conn)
 
     # -- writes -----------------------------------------------------------------------------
     def write_batch(self, writes: Sequence[Any]) -> list[BaseException | None]:
         """One transaction for the whole batch (:class:`AtomicWrite`\\ s or
-        :class:`StateWrite`\\ s); a refused write is rolled back to its savepoint."""
-        return self._run(self._write, lambda conn: [self._one(conn, w) for w in writes])
+        :class:`StateWrite`\\ s, at most one per persistence id).
 
-    @staticmethod
-    def _one(conn: sqlite3.Connection, w: Any) -> BaseException | None:
-        conn.execute("SAVEPOINT w")
-        try:
-            if isinstance(w, AtomicWrite):
-                _append(conn, w)
-            else:
-                _put_state(conn, w)
-        except PersistenceError as e:
-            conn.execute("ROLLBACK TO w")
-            conn.execute("RELEASE w")
-            return e
-        conn.execute("RELEASE w")
-        return None
+        The checks of all writes are one query, the accepted writes a few
+        ``executemany`` calls: a handful of statements per batch whatever its size,
+        which keeps the time this thread holds the GIL (and so delays the hub) short."""
+        if not writes:
+            return []
+        if isinstance(writes[0], AtomicWrite):
+            return self._run(self._write, lambda conn: _append_all(conn, writes))
+        return self._run(self._write, lambda conn: _put_states(conn, writes))
 
     def delete_to(self, persistence_id: str, to_sequence_nr: int, fencing_token: int | None) -> None:
         def go(conn: sqlite3.Connection) -> None:
@@ -267,59 +268,102 @@ class SqliteStore:
         def go() -> None:
             with self._lock:
                 conn, self._writer = self._writer, None
-                if conn is not None:
-                    conn.close()
+                readers, self._readers = self._readers, []
+            for c in [*readers, conn]:
+                if c is not None:
+                    c.close()
 
         self._run(go)
 
 
-def _append(conn: sqlite3.Connection, w: AtomicWrite) -> None:
-    pid = w.persistence_id
-    row = conn.execute("SELECT highest, token FROM persistence_ids WHERE pid = ?", (pid,)).fetchone()
-    highest, token = (row[0], row[1]) if row else (0, None)
-    if highest != w.after_sequence_nr:
-        raise PersistenceConflict(
-            f"persistence id {pid!r}: write after sequence number {w.after_sequence_nr} "
-            f"refused, the store holds {highest}"
-        )
-    check_fence(pid, token, w.fencing_token)
-    new_token = w.fencing_token if w.fencing_token is not None else token
-    n = len(w.payloads)
-    conn.executemany(
-        "INSERT INTO events (pid, seq, ts, payload) VALUES (?, ?, ?, ?)",
-        [(pid, w.after_sequence_nr + 1 + i, w.timestamp, p) for i, p in enumerate(w.payloads)],
-    )
-    conn.execute(
-        "INSERT INTO persistence_ids (pid, highest, token) VALUES (?, ?, ?) "
-        "ON CONFLICT (pid) DO UPDATE SET highest = excluded.highest, token = excluded.token",
-        (pid, w.after_sequence_nr + n, new_token),
-    )
+_CHUNK = 500  # ids per IN (...) query, far below SQLite's limit on variables
 
 
-def _put_state(conn: sqlite3.Connection, w: StateWrite) -> None:
-    pid = w.persistence_id
-    row = conn.execute("SELECT revision FROM states WHERE pid = ?", (pid,)).fetchone()
-    revision = row[0] if row else 0
-    if revision != w.after_revision:
-        raise PersistenceConflict(
-            f"persistence id {pid!r}: state write after revision {w.after_revision} "
-            f"refused, the store holds revision {revision}"
+def _rows(conn: sqlite3.Connection, sql: str, pids: list[str]) -> dict[str, tuple[Any, ...]]:
+    """``{pid: row}`` of ``sql`` (which selects pid first and ends with ``IN``)."""
+    out: dict[str, tuple[Any, ...]] = {}
+    for i in range(0, len(pids), _CHUNK):
+        chunk = pids[i : i + _CHUNK]
+        q = f"{sql} ({', '.join('?' * len(chunk))})"
+        for row in conn.execute(q, chunk):
+            out[row[0]] = row
+    return out
+
+
+def _refusal(pid: str, after: int, stored: int, kept: int | None, token: int | None, what: str) -> PersistenceError | None:
+    if stored != after:
+        return PersistenceConflict(
+            f"persistence id {pid!r}: {what} after {after} refused, the store holds {stored}"
         )
-    trow = conn.execute("SELECT token FROM persistence_ids WHERE pid = ?", (pid,)).fetchone()
-    token = trow[0] if trow else None
-    check_fence(pid, token, w.fencing_token)
-    conn.execute(
-        "INSERT INTO states (pid, revision, ts, payload) VALUES (?, ?, ?, ?) "
-        "ON CONFLICT (pid) DO UPDATE SET revision = excluded.revision, ts = excluded.ts, "
-        "payload = excluded.payload",
-        (pid, w.after_revision + 1, w.timestamp, w.payload),
+    try:
+        check_fence(pid, kept, token)
+    except PersistenceError as e:
+        return e
+    return None
+
+
+def _append_all(conn: sqlite3.Connection, writes: Sequence[AtomicWrite]) -> list[BaseException | None]:
+    known = _rows(
+        conn, "SELECT pid, highest, token FROM persistence_ids WHERE pid IN", [w.persistence_id for w in writes]
     )
-    if w.fencing_token is not None:
-        conn.execute(
+    results: list[BaseException | None] = []
+    events: list[tuple[str, int, float, bytes]] = []
+    heads: list[tuple[str, int, int | None]] = []
+    for w in writes:
+        pid = w.persistence_id
+        row = known.get(pid)
+        highest, token = (row[1], row[2]) if row else (0, None)
+        refused = _refusal(pid, w.after_sequence_nr, highest, token, w.fencing_token, "write after sequence number")
+        results.append(refused)
+        if refused is not None:
+            continue
+        seq = w.after_sequence_nr
+        for payload in w.payloads:
+            seq += 1
+            events.append((pid, seq, w.timestamp, payload))
+        heads.append((pid, seq, w.fencing_token if w.fencing_token is not None else token))
+    if heads:
+        conn.executemany("INSERT INTO events (pid, seq, ts, payload) VALUES (?, ?, ?, ?)", events)
+        conn.executemany(
+            "INSERT INTO persistence_ids (pid, highest, token) VALUES (?, ?, ?) "
+            "ON CONFLICT (pid) DO UPDATE SET highest = excluded.highest, token = excluded.token",
+            heads,
+        )
+    return results
+
+
+def _put_states(conn: sqlite3.Connection, writes: Sequence[StateWrite]) -> list[BaseException | None]:
+    pids = [w.persistence_id for w in writes]
+    revisions = _rows(conn, "SELECT pid, revision FROM states WHERE pid IN", pids)
+    tokens = _rows(conn, "SELECT pid, token FROM persistence_ids WHERE pid IN", pids)
+    results: list[BaseException | None] = []
+    rows: list[tuple[str, int, float, bytes | None]] = []
+    fences: list[tuple[str, int]] = []
+    for w in writes:
+        pid = w.persistence_id
+        rev = revisions[pid][1] if pid in revisions else 0
+        kept = tokens[pid][1] if pid in tokens else None
+        refused = _refusal(pid, w.after_revision, rev, kept, w.fencing_token, "state write after revision")
+        results.append(refused)
+        if refused is not None:
+            continue
+        rows.append((pid, w.after_revision + 1, w.timestamp, w.payload))
+        if w.fencing_token is not None:
+            fences.append((pid, w.fencing_token))
+    if rows:
+        conn.executemany(
+            "INSERT INTO states (pid, revision, ts, payload) VALUES (?, ?, ?, ?) "
+            "ON CONFLICT (pid) DO UPDATE SET revision = excluded.revision, ts = excluded.ts, "
+            "payload = excluded.payload",
+            rows,
+        )
+    if fences:
+        conn.executemany(
             "INSERT INTO persistence_ids (pid, highest, token) VALUES (?, 0, ?) "
             "ON CONFLICT (pid) DO UPDATE SET token = excluded.token",
-            (pid, w.fencing_token),
+            fences,
         )
+    return results
 
 
 # One store object (one writer connection) per file in this process, shared by the
