@@ -13,9 +13,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
-from gactors._actor import Actor
 from gactors.exceptions import IllegalStateError
 from gactors.persistence._base import PersistentBase
 from gactors.persistence._codec import codec
@@ -45,7 +44,9 @@ class _Invocation:
 
     __slots__ = ("events", "handler", "kind", "payloads", "rejected", "sender")
 
-    def __init__(self, kind: int, events: list[Any], handler: Callable[[Any], Any], sender: Any) -> None:
+    def __init__(
+        self, kind: int, events: list[Any], handler: Callable[[Any], Any], sender: Any
+    ) -> None:
         self.kind = kind
         self.events = events
         self.handler = handler
@@ -134,9 +135,9 @@ class PersistentActor(PersistentBase):
 
     _gactors_p: _State
 
-    def __new__(cls, *args: Any, **kwargs: Any) -> Actor:
-        self = super().__new__(cls, *args, **kwargs)
-        p = self._gactors_p = _State()  # type: ignore[attr-defined]
+    def __new__(cls, *args: Any, **kwargs: Any) -> PersistentActor:
+        self = cast("PersistentActor", super().__new__(cls, *args, **kwargs))
+        p = self._gactors_p = _State()
         # Recovery starts with the first message: __init__ (which may set the
         # persistence id) has run by then; whatever arrives before it is stashed.
         self._gactors_cell.ref.tell(_Start(p), None)
@@ -271,7 +272,10 @@ class PersistentActor(PersistentBase):
         while p.queue and p.in_flight is None:
             invs, p.queue = p.queue, []
             payloads = [
-                pl for inv in invs if inv.kind != _DEFER and inv.rejected is None for pl in inv.payloads
+                pl
+                for inv in invs
+                if inv.kind != _DEFER and inv.rejected is None
+                for pl in inv.payloads
             ]
             if not payloads:
                 # Nothing to store (defers, events the encoder refused): resolve now, in
@@ -285,9 +289,8 @@ class PersistentActor(PersistentBase):
                 p.pid, p.stored, self.context.fencing_token, tuple(payloads), time.time()
             )
             p.in_flight = invs
-            ref = self._gactors_cell.ref
 
-            def done(result: Any, _p: _State = p) -> None:
+            def done(result: Any, _p: _State = p, ref: Any = self._gactors_cell.ref) -> None:
                 ref.tell(_Written(_p, result), None)
 
             self._persistence.write_events(write, done)
@@ -362,7 +365,9 @@ class PersistentActor(PersistentBase):
             events: list[Any] = []
             if recovery.enabled and recovery.replay_max != 0:
                 start = snap.sequence_nr + 1 if snap is not None else 1
-                events = pers.journal.replay(pid, start, recovery.to_sequence_nr, recovery.replay_max)
+                events = pers.journal.replay(
+                    pid, start, recovery.to_sequence_nr, recovery.replay_max
+                )
             return snap, events, highest
 
         ref = self._gactors_cell.ref
@@ -392,15 +397,16 @@ class PersistentActor(PersistentBase):
                         f"persistence id {p.pid!r}: {e}"
                     ) from e
                 p.snapshot_seq = p.last = snap.sequence_nr
-                event = SnapshotOffer(SnapshotMetadata(p.pid, snap.sequence_nr, snap.timestamp), value)
+                event = SnapshotOffer(
+                    SnapshotMetadata(p.pid, snap.sequence_nr, snap.timestamp), value
+                )
                 self.receive_recover(event)
             for stored in events:
                 try:
                     event = dec(stored.payload)
                 except Exception as e:
                     raise PersistenceError(
-                        f"cannot decode event {stored.sequence_nr} of persistence id "
-                        f"{p.pid!r}: {e}"
+                        f"cannot decode event {stored.sequence_nr} of persistence id {p.pid!r}: {e}"
                     ) from e
                 p.last = stored.sequence_nr
                 self.receive_recover(event)
@@ -448,7 +454,9 @@ class PersistentActor(PersistentBase):
 
         pers.run(
             f"saving a snapshot of persistence id {p.pid!r}",
-            lambda: pers.snapshot_store.save(meta.persistence_id, meta.sequence_nr, meta.timestamp, payload, token),
+            lambda: pers.snapshot_store.save(
+                meta.persistence_id, meta.sequence_nr, meta.timestamp, payload, token
+            ),
             done,
         )
 
@@ -466,7 +474,9 @@ class PersistentActor(PersistentBase):
             self._tell_self(reply)
             return
         if error is not None:
-            self.log.warning("saving a snapshot of %r at %d failed: %r", p.pid, meta.sequence_nr, error)
+            self.log.warning(
+                "saving a snapshot of %r at %d failed: %r", p.pid, meta.sequence_nr, error
+            )
             return
         every = type(self).snapshot_every or 0
         keep = max(1, type(self).keep_snapshots)
@@ -502,7 +512,9 @@ class PersistentActor(PersistentBase):
             )
 
         pers.run(
-            f"deleting snapshots of {pid!r}", lambda: pers.snapshot_store.delete(pid, max_sequence_nr), done
+            f"deleting snapshots of {pid!r}",
+            lambda: pers.snapshot_store.delete(pid, max_sequence_nr),
+            done,
         )
 
     def delete_messages(self, to_sequence_nr: int) -> None:
@@ -515,7 +527,8 @@ class PersistentActor(PersistentBase):
             ref.tell(
                 DeleteMessagesFailure(
                     ValueError(
-                        f"cannot delete up to {to_sequence_nr}: the last sequence number is {p.last}"
+                        f"cannot delete up to {to_sequence_nr}: the last sequence number "
+                        f"is {p.last}"
                     ),
                     to_sequence_nr,
                 ),
@@ -533,7 +546,9 @@ class PersistentActor(PersistentBase):
             )
 
         pers.run(
-            f"deleting events of {pid!r}", lambda: pers.journal.delete_to(pid, to_sequence_nr, token), done
+            f"deleting events of {pid!r}",
+            lambda: pers.journal.delete_to(pid, to_sequence_nr, token),
+            done,
         )
 
     # -- failure hooks --------------------------------------------------------------------

@@ -15,6 +15,9 @@ without a default, stays an error naming the tag.
 
 from __future__ import annotations
 
+# This module reads the cluster codec's internals (its extension codes, registry and
+# decoder) without changing them: one encoding, one registry.
+# ruff: noqa: SLF001
 from collections.abc import Callable
 from typing import Any
 
@@ -112,8 +115,7 @@ def _rebuild(tag: str, values: list[Any]) -> Any:
         raise
     except Exception as e:
         raise _wire.WireError(
-            f"message tag {tag!r}: cannot rebuild {entry.cls.__qualname__}: "
-            f"{type(e).__name__}: {e}"
+            f"message tag {tag!r}: cannot rebuild {entry.cls.__qualname__}: {type(e).__name__}: {e}"
         ) from e
 
 

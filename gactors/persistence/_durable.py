@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
-from gactors._actor import Actor
 from gactors.exceptions import IllegalStateError
 from gactors.persistence._base import PersistentBase
 from gactors.persistence._codec import codec
@@ -68,9 +67,9 @@ class DurableStateActor(PersistentBase):
 
     _gactors_d: _DState
 
-    def __new__(cls, *args: Any, **kwargs: Any) -> Actor:
-        self = super().__new__(cls, *args, **kwargs)
-        d = self._gactors_d = _DState()  # type: ignore[attr-defined]
+    def __new__(cls, *args: Any, **kwargs: Any) -> DurableStateActor:
+        self = cast("DurableStateActor", super().__new__(cls, *args, **kwargs))
+        d = self._gactors_d = _DState()
         self._gactors_cell.ref.tell(_Start(d), None)
         return self
 
@@ -108,7 +107,8 @@ class DurableStateActor(PersistentBase):
             raise IllegalStateError(f"{self.ref.path}: cannot persist state while recovering")
         if d.busy:
             raise IllegalStateError(
-                f"{self.ref.path}: one persist_state/delete_state per command (a write is in flight)"
+                f"{self.ref.path}: one persist_state/delete_state per command "
+                "(a write is in flight)"
             )
         ref = self._gactors_cell.ref
         sender = self.sender
@@ -222,7 +222,10 @@ class DurableStateActor(PersistentBase):
         """The state could not be stored (cannot be encoded, too large). Default: log and
         go on with the state as it was."""
         self.log.warning(
-            "revision %d of persistence id %r was rejected: %s", sequence_nr, self._gactors_d.pid, cause
+            "revision %d of persistence id %r was rejected: %s",
+            sequence_nr,
+            self._gactors_d.pid,
+            cause,
         )
 
     def on_recovery_failure(self, cause: BaseException, event: Any) -> None:

@@ -147,7 +147,7 @@ class Persistence:
                 return self._store(kind).write_batch(writes)  # type: ignore[no-any-return]
 
             b = self._batchers[kind] = _Batcher(
-                plugins._LABEL[kind],  # type: ignore[index]
+                plugins._LABEL[kind],  # type: ignore[index]  # noqa: SLF001
                 write,
                 self.settings.write_timeout,
             )

@@ -150,7 +150,9 @@ class MemoryStore:
         rec = self._ids.get(persistence_id)
         return rec.highest if rec is not None else 0
 
-    def delete_to(self, persistence_id: str, to_sequence_nr: int, fencing_token: int | None) -> None:
+    def delete_to(
+        self, persistence_id: str, to_sequence_nr: int, fencing_token: int | None
+    ) -> None:
         rec = self._ids.get(persistence_id)
         if rec is None:
             return

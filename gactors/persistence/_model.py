@@ -62,7 +62,9 @@ def check_persistence_id(value: Any) -> str:
     """``value`` if it is a usable persistence id (a non-empty str), else ``TypeError``
     / ``ValueError`` naming the problem."""
     if not isinstance(value, str):
-        raise TypeError(f"a persistence_id must be a non-empty str, not {type(value).__name__} {value!r}")
+        raise TypeError(
+            f"a persistence_id must be a non-empty str, not {type(value).__name__} {value!r}"
+        )
     if not value:
         raise ValueError("a persistence_id must be a non-empty str, not ''")
     return value

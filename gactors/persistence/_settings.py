@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -107,7 +107,7 @@ def _int(key: str, value: Any, minimum: int) -> int:
     return value
 
 
-_VALIDATORS = {
+_VALIDATORS: dict[str, Callable[[str, Any], Any]] = {
     "journal": _plugin_ref,
     "snapshot_store": _plugin_ref,
     "state_store": _plugin_ref,

@@ -94,7 +94,9 @@ class SqliteStore:
         return get_hub().threadpool.apply(fn, args)  # type: ignore[no-any-return]
 
     def _connect(self) -> sqlite3.Connection:
-        conn = sqlite3.connect(self.path, timeout=30.0, isolation_level=None, check_same_thread=False)
+        conn = sqlite3.connect(
+            self.path, timeout=30.0, isolation_level=None, check_same_thread=False
+        )
         conn.execute("PRAGMA busy_timeout = 30000")
         return conn
 
@@ -151,7 +153,9 @@ class SqliteStore:
             return self._run(self._write, lambda conn: _append_all(conn, writes))
         return self._run(self._write, lambda conn: _put_states(conn, writes))
 
-    def delete_to(self, persistence_id: str, to_sequence_nr: int, fencing_token: int | None) -> None:
+    def delete_to(
+        self, persistence_id: str, to_sequence_nr: int, fencing_token: int | None
+    ) -> None:
         def go(conn: sqlite3.Connection) -> None:
             row = conn.execute(
                 "SELECT token FROM persistence_ids WHERE pid = ?", (persistence_id,)
@@ -159,7 +163,9 @@ class SqliteStore:
             if row is None:
                 return
             check_fence(persistence_id, row[0], fencing_token)
-            conn.execute("DELETE FROM events WHERE pid = ? AND seq <= ?", (persistence_id, to_sequence_nr))
+            conn.execute(
+                "DELETE FROM events WHERE pid = ? AND seq <= ?", (persistence_id, to_sequence_nr)
+            )
 
         self._run(self._write, go)
 
@@ -187,7 +193,8 @@ class SqliteStore:
         self._run(
             self._write,
             lambda conn: conn.execute(
-                "DELETE FROM snapshots WHERE pid = ? AND seq <= ?", (persistence_id, max_sequence_nr)
+                "DELETE FROM snapshots WHERE pid = ? AND seq <= ?",
+                (persistence_id, max_sequence_nr),
             ),
         )
 
@@ -219,7 +226,7 @@ class SqliteStore:
             ).fetchone()
             return int(row[0]) if row else 0
 
-        return self._run(self._read, go)
+        return self._run(self._read, go)  # type: ignore[no-any-return]
 
     def persistence_ids(self) -> list[str]:
         return self._run(
@@ -243,7 +250,7 @@ class SqliteStore:
             ).fetchone()
             return StoredSnapshot(row[0], bytes(row[1]), row[2]) if row else None
 
-        return self._run(self._read, go)
+        return self._run(self._read, go)  # type: ignore[no-any-return]
 
     def get(self, persistence_id: str) -> StoredState | None:
         def go(conn: sqlite3.Connection) -> StoredState | None:
@@ -254,7 +261,7 @@ class SqliteStore:
                 return None
             return StoredState(row[0], bytes(row[1]) if row[1] is not None else None, row[2])
 
-        return self._run(self._read, go)
+        return self._run(self._read, go)  # type: ignore[no-any-return]
 
     # -- lifetime ---------------------------------------------------------------------------
     def close(self) -> None:
@@ -290,7 +297,9 @@ def _rows(conn: sqlite3.Connection, sql: str, pids: list[str]) -> dict[str, tupl
     return out
 
 
-def _refusal(pid: str, after: int, stored: int, kept: int | None, token: int | None, what: str) -> PersistenceError | None:
+def _refusal(
+    pid: str, after: int, stored: int, kept: int | None, token: int | None, what: str
+) -> PersistenceError | None:
     if stored != after:
         return PersistenceConflict(
             f"persistence id {pid!r}: {what} after {after} refused, the store holds {stored}"
@@ -302,9 +311,13 @@ def _refusal(pid: str, after: int, stored: int, kept: int | None, token: int | N
     return None
 
 
-def _append_all(conn: sqlite3.Connection, writes: Sequence[AtomicWrite]) -> list[BaseException | None]:
+def _append_all(
+    conn: sqlite3.Connection, writes: Sequence[AtomicWrite]
+) -> list[BaseException | None]:
     known = _rows(
-        conn, "SELECT pid, highest, token FROM persistence_ids WHERE pid IN", [w.persistence_id for w in writes]
+        conn,
+        "SELECT pid, highest, token FROM persistence_ids WHERE pid IN",
+        [w.persistence_id for w in writes],
     )
     results: list[BaseException | None] = []
     events: list[tuple[str, int, float, bytes]] = []
@@ -313,7 +326,9 @@ def _append_all(conn: sqlite3.Connection, writes: Sequence[AtomicWrite]) -> list
         pid = w.persistence_id
         row = known.get(pid)
         highest, token = (row[1], row[2]) if row else (0, None)
-        refused = _refusal(pid, w.after_sequence_nr, highest, token, w.fencing_token, "write after sequence number")
+        refused = _refusal(
+            pid, w.after_sequence_nr, highest, token, w.fencing_token, "write after sequence number"
+        )
         results.append(refused)
         if refused is not None:
             continue
@@ -332,7 +347,9 @@ def _append_all(conn: sqlite3.Connection, writes: Sequence[AtomicWrite]) -> list
     return results
 
 
-def _put_states(conn: sqlite3.Connection, writes: Sequence[StateWrite]) -> list[BaseException | None]:
+def _put_states(
+    conn: sqlite3.Connection, writes: Sequence[StateWrite]
+) -> list[BaseException | None]:
     pids = [w.persistence_id for w in writes]
     revisions = _rows(conn, "SELECT pid, revision FROM states WHERE pid IN", pids)
     tokens = _rows(conn, "SELECT pid, token FROM persistence_ids WHERE pid IN", pids)
@@ -343,7 +360,9 @@ def _put_states(conn: sqlite3.Connection, writes: Sequence[StateWrite]) -> list[
         pid = w.persistence_id
         rev = revisions[pid][1] if pid in revisions else 0
         kept = tokens[pid][1] if pid in tokens else None
-        refused = _refusal(pid, w.after_revision, rev, kept, w.fencing_token, "state write after revision")
+        refused = _refusal(
+            pid, w.after_revision, rev, kept, w.fencing_token, "state write after revision"
+        )
         results.append(refused)
         if refused is not None:
             continue
@@ -378,14 +397,14 @@ def sqlite_store(settings: Any, system: Any = None) -> SqliteStore:
     with _stores_lock:
         store = _stores.get(path)
         if store is not None:
-            store._users += 1
+            store._users += 1  # noqa: SLF001
             return store
     store = SqliteStore(path)
     with _stores_lock:
         other = _stores.get(path)
         if other is not None:  # opened meanwhile by another greenlet
-            other._users += 1
+            other._users += 1  # noqa: SLF001
             return other
-        store._users = 1
+        store._users = 1  # noqa: SLF001
         _stores[path] = store
         return store

@@ -42,7 +42,8 @@ def events_by_persistence_id(
                 event = dec(e.payload)
             except Exception as exc:
                 raise PersistenceError(
-                    f"cannot decode event {e.sequence_nr} of persistence id {persistence_id!r}: {exc}"
+                    f"cannot decode event {e.sequence_nr} of persistence id "
+                    f"{persistence_id!r}: {exc}"
                 ) from exc
             yield EventEnvelope(persistence_id, e.sequence_nr, event, e.timestamp)
         if len(page) < _PAGE:

@@ -9,8 +9,8 @@ import pytest
 
 pytest.importorskip("msgspec")
 
-from gactors import ActorSystem  # noqa: E402
-from gactors.testkit.persistence import MEMORY_CONFIG, MemoryPersistence  # noqa: E402
+from gactors import ActorSystem
+from gactors.testkit.persistence import MEMORY_CONFIG, MemoryPersistence
 
 
 @pytest.fixture

@@ -32,7 +32,13 @@ from ._recorder import Recorder
 T = 5.0
 
 
-def start(system: ActorSystem, pid: Any, probe: TestProbe | None = None, cls: type = Recorder, props: Any = None) -> tuple[Any, list[Any]]:
+def start(
+    system: ActorSystem,
+    pid: Any,
+    probe: TestProbe | None = None,
+    cls: type = Recorder,
+    props: Any = None,
+) -> tuple[Any, list[Any]]:
     trace: list[Any] = []
     p = props if props is not None else Props(cls, pid, trace, probe.ref if probe else None)
     return system.actor_of(p), trace
@@ -41,7 +47,7 @@ def start(system: ActorSystem, pid: Any, probe: TestProbe | None = None, cls: ty
 def persist_n(probe: TestProbe, ref: Any, events: list[Any]) -> None:
     for e in events:
         probe.send(ref, ("persist", e))
-    for i, e in enumerate(events):
+    for e in events:
         msg = probe.receive_one(T)
         assert msg[:2] == ("done", e), msg
 
@@ -75,7 +81,12 @@ def test_recovery_replays_every_event_in_order_then_completed_then_stashed_comma
         ("recover", "c", 3, True),
         ("completed", 3, False),
     ]
-    assert trace[4:] == [("cmd", "x"), ("cmd", ("persist", "d")), ("handler", "d", 4), ("cmd", "get")]
+    assert trace[4:] == [
+        ("cmd", "x"),
+        ("cmd", ("persist", "d")),
+        ("handler", "d", 4),
+        ("cmd", "get"),
+    ]
 
 
 def test_recovery_from_a_snapshot_offers_it_first_then_only_later_events(psys: ActorSystem) -> None:
@@ -92,7 +103,11 @@ def test_recovery_from_a_snapshot_offers_it_first_then_only_later_events(psys: A
     b, trace = start(psys, "r2", probe)
     probe.send(b, "get")
     assert probe.receive_one(T) == ([1, 2, 3, 4], 4, 3)
-    assert trace[:3] == [("snapshot", 3, [1, 2, 3]), ("recover", 4, 4, True), ("completed", 4, False)]
+    assert trace[:3] == [
+        ("snapshot", 3, [1, 2, 3]),
+        ("recover", 4, 4, True),
+        ("completed", 4, False),
+    ]
 
 
 class _Limited(Recorder):
@@ -103,7 +118,9 @@ class _NoRecovery(Recorder):
     recovery = Recovery.none()
 
 
-def test_recovery_settings_bound_the_replay_but_new_events_follow_the_highest(psys: ActorSystem) -> None:
+def test_recovery_settings_bound_the_replay_but_new_events_follow_the_highest(
+    psys: ActorSystem,
+) -> None:
     probe = TestProbe(psys)
     a, _ = start(psys, "r3")
     persist_n(probe, a, ["a", "b", "c"])
@@ -113,7 +130,10 @@ def test_recovery_settings_bound_the_replay_but_new_events_follow_the_highest(ps
     b, trace = start(psys, "r3", cls=_Limited)
     probe.send(b, ("persist", "d"))
     assert probe.receive_one(T) == ("done", "d", 4)
-    assert [t for t in trace if t[0] == "recover"] == [("recover", "a", 1, True), ("recover", "b", 2, True)]
+    assert [t for t in trace if t[0] == "recover"] == [
+        ("recover", "a", 1, True),
+        ("recover", "b", 2, True),
+    ]
     psys.stop(b)
     stopped(psys, b)
 
@@ -143,7 +163,9 @@ def test_persist_holds_commands_until_its_handler_ran(psys: ActorSystem) -> None
     ]
 
 
-def test_persist_async_lets_commands_flow_and_runs_handlers_in_call_order(psys: ActorSystem) -> None:
+def test_persist_async_lets_commands_flow_and_runs_handlers_in_call_order(
+    psys: ActorSystem,
+) -> None:
     probe = TestProbe(psys)
     a, trace = start(psys, "s2")
     for i in range(5):
@@ -159,13 +181,18 @@ def test_persist_async_lets_commands_flow_and_runs_handlers_in_call_order(psys: 
 
 def test_defer_async_runs_after_the_handlers_called_before_it(psys: ActorSystem) -> None:
     probe = TestProbe(psys)
-    a, trace = start(psys, "s3")
+    a, _ = start(psys, "s3")
     probe.send(a, ("defer", "alone"))  # nothing pending: at once
     probe.send(a, ("async", "e1"))
     probe.send(a, ("defer", "after-e1"))
     probe.send(a, ("async", "e2"))
     got = probe.receive_n(4, T)
-    assert got == [("deferred", "alone"), ("done", "e1", 1), ("deferred", "after-e1"), ("done", "e2", 2)]
+    assert got == [
+        ("deferred", "alone"),
+        ("done", "e1", 1),
+        ("deferred", "after-e1"),
+        ("done", "e2", 2),
+    ]
     assert mem_events(a, psys) == ["e1", "e2"]  # defer stored nothing
 
 
@@ -174,7 +201,9 @@ def mem_events(_ref: Any, _system: ActorSystem) -> list[Any]:
 
 
 # -- persist_all ----------------------------------------------------------------------------
-def test_persist_all_stores_all_events_in_one_write(psys: ActorSystem, mem: MemoryPersistence) -> None:
+def test_persist_all_stores_all_events_in_one_write(
+    psys: ActorSystem, mem: MemoryPersistence
+) -> None:
     probe = TestProbe(psys)
     a, _ = start(psys, "pa1")
     probe.send(a, ("persist_all", ["x", "y", "z"]))
@@ -295,7 +324,9 @@ def test_a_lower_fencing_token_is_refused(psys: ActorSystem, mem: MemoryPersiste
 
 
 # -- failure hooks ------------------------------------------------------------------------------
-def test_a_failed_write_calls_on_persist_failure_and_stops(psys: ActorSystem, mem: MemoryPersistence) -> None:
+def test_a_failed_write_calls_on_persist_failure_and_stops(
+    psys: ActorSystem, mem: MemoryPersistence
+) -> None:
     probe = TestProbe(psys)
     a, trace = start(psys, "f1", probe)
     persist_n(probe, a, ["a"])
@@ -310,9 +341,11 @@ def test_a_failed_write_calls_on_persist_failure_and_stops(psys: ActorSystem, me
     assert mem.events("f1") == ["a"]
 
 
-def test_a_rejected_write_calls_on_persist_rejected_and_goes_on(psys: ActorSystem, mem: MemoryPersistence) -> None:
+def test_a_rejected_write_calls_on_persist_rejected_and_goes_on(
+    psys: ActorSystem, mem: MemoryPersistence
+) -> None:
     probe = TestProbe(psys)
-    a, trace = start(psys, "f2", probe)
+    a, _ = start(psys, "f2", probe)
     mem.reject_next_write()
     probe.send(a, ("persist", "refused"))
     probe.send(a, ("persist", "kept"))
@@ -323,7 +356,9 @@ def test_a_rejected_write_calls_on_persist_rejected_and_goes_on(psys: ActorSyste
     assert mem.events("f2") == ["kept"]
 
 
-def test_an_event_that_cannot_be_encoded_is_rejected_naming_its_type(psys: ActorSystem, mem: MemoryPersistence) -> None:
+def test_an_event_that_cannot_be_encoded_is_rejected_naming_its_type(
+    psys: ActorSystem, mem: MemoryPersistence
+) -> None:
     probe = TestProbe(psys)
     a, _ = start(psys, "enc", probe)
     probe.send(a, ("persist", {"k": object()}))
@@ -378,7 +413,9 @@ def test_an_undecodable_event_fails_recovery_naming_id_and_sequence_nr(
     from gactors.persistence._codec import codec
 
     enc = codec().encode
-    assert good.write_batch([AtomicWrite("bad", 0, None, (enc("a"), enc("b"), b"\xc1"), 0.0)]) == [None]
+    assert good.write_batch([AtomicWrite("bad", 0, None, (enc("a"), enc("b"), b"\xc1"), 0.0)]) == [
+        None
+    ]
     probe = TestProbe(psys)
     a, trace = start(psys, "bad", probe)
     failure = probe.receive_one(T)

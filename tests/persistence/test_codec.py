@@ -97,7 +97,9 @@ def test_an_added_field_with_a_default_decodes_old_events(registered: Any) -> No
     assert codec().decode(old) == ItemV2("apple", 3, "none", False)
     assert codec().decode(nested_old) == (ItemV2("pear", 1), [ItemV2("fig", 2)])
     # New events carry the new field.
-    assert codec().decode(codec().encode(ItemV2("kiwi", 1, "x", True))) == ItemV2("kiwi", 1, "x", True)
+    assert codec().decode(codec().encode(ItemV2("kiwi", 1, "x", True))) == ItemV2(
+        "kiwi", 1, "x", True
+    )
 
 
 def test_a_named_tuple_that_gained_a_field_decodes_old_values(registered: Any) -> None:
@@ -111,12 +113,14 @@ def test_an_added_field_without_a_default_is_an_error_naming_the_tag(registered:
     registered(ItemV1)
     old = codec().encode(ItemV1("apple", 3))
     registered(ItemV3)
-    with pytest.raises(wire.WireError, match=r"tests\.persistence\.Evolving.*2 fields stored, 3 now"):
+    with pytest.raises(
+        wire.WireError, match=r"tests\.persistence\.Evolving.*2 fields stored, 3 now"
+    ):
         codec().decode(old)
 
 
 def test_refs_and_unknown_types_are_refused_naming_the_type() -> None:
-    with pytest.raises(WriteRejected, match="cannot store an event: .*object"):
+    with pytest.raises(WriteRejected, match=r"cannot store an event: .*object"):
         codec().encode_for_store([object()], "an event")
     with pytest.raises(WriteRejected, match="over the limit of 10 bytes"):
         codec().encode_for_store("x" * 100, "an event", 10)
@@ -142,7 +146,9 @@ def test_recovery_decodes_events_stored_before_the_class_changed(
         assert state == [ItemV2("apple", 3)] and last == 1
 
 
-def test_an_unregistered_tag_on_replay_is_a_recovery_failure(registered: Any, mem: MemoryPersistence) -> None:
+def test_an_unregistered_tag_on_replay_is_a_recovery_failure(
+    registered: Any, mem: MemoryPersistence
+) -> None:
     from .conftest import memory_config
 
     # (A class of its own: the process's encoder remembers how it encoded a class.)

@@ -32,7 +32,9 @@ class Account(DurableStateActor):
             new = {"balance": self.state["balance"] + message[1]}
             self.persist_state(new, lambda: self.sender.tell(("ok", self.state, self.revision)))
         elif isinstance(message, tuple) and message[0] == "set":
-            self.persist_state(message[1], lambda: self.sender.tell(("ok", self.state, self.revision)))
+            self.persist_state(
+                message[1], lambda: self.sender.tell(("ok", self.state, self.revision))
+            )
 
     def on_persist_failure(self, cause: BaseException, event: Any, sequence_nr: int) -> None:
         if self.probe is not None:
@@ -76,7 +78,9 @@ def test_state_is_recovered_and_commands_wait_for_writes(psys: ActorSystem) -> N
     assert probe.receive_one(T) == ({"balance": 0}, 3, ["get"])
 
 
-def test_two_writers_and_a_stale_token_are_refused(psys: ActorSystem, mem: MemoryPersistence) -> None:
+def test_two_writers_and_a_stale_token_are_refused(
+    psys: ActorSystem, mem: MemoryPersistence
+) -> None:
     probe = TestProbe(psys)
     a = psys.actor_of(Props(Account, "dup", probe.ref))
     b = psys.actor_of(Props(Account, "dup", probe.ref))

@@ -14,7 +14,9 @@ from gactors.testkit.persistence import MemoryPersistence
 from ._recorder import Recorder
 
 
-def test_events_by_persistence_id_and_persistence_ids(psys: ActorSystem, mem: MemoryPersistence) -> None:
+def test_events_by_persistence_id_and_persistence_ids(
+    psys: ActorSystem, mem: MemoryPersistence
+) -> None:
     probe = TestProbe(psys)
     a = psys.actor_of(Props(Recorder, "q1", []))
     b = psys.actor_of(Props(Recorder, "q2", []))
@@ -24,7 +26,9 @@ def test_events_by_persistence_id_and_persistence_ids(psys: ActorSystem, mem: Me
     got = list(events_by_persistence_id(psys, "q1"))  # three pages
     assert [e.event for e in got] == list(range(2500))
     assert [e.sequence_nr for e in got] == list(range(1, 2501))
-    assert all(isinstance(e, EventEnvelope) and e.persistence_id == "q1" and e.timestamp > 0 for e in got)
+    assert all(
+        isinstance(e, EventEnvelope) and e.persistence_id == "q1" and e.timestamp > 0 for e in got
+    )
     assert [e.event for e in events_by_persistence_id(psys, "q1", 10, 12)] == [9, 10, 11]
     assert sorted(persistence_ids(psys)) == ["q1", "q2"]
 

@@ -39,7 +39,9 @@ def test_bad_settings_raise_config_error_naming_the_key(table: Any, match: str) 
 
 
 def test_an_unknown_store_name_lists_the_known_ones_when_the_system_is_created() -> None:
-    with pytest.raises(PluginError, match=r"unknown journal 'nosuch'; known names: .*'memory'.*'sqlite'"):
+    with pytest.raises(
+        PluginError, match=r"unknown journal 'nosuch'; known names: .*'memory'.*'sqlite'"
+    ):
         ActorSystem("bad", config={"persistence": {"journal": "nosuch"}})
 
 
@@ -67,7 +69,7 @@ class HalfJournal:
 
 
 def test_register_journal_verifies_the_factory() -> None:
-    with pytest.raises(PluginError, match="does not implement IJournal.*'replay' is missing"):
+    with pytest.raises(PluginError, match=r"does not implement IJournal.*'replay' is missing"):
         plugins.register_journal("half", HalfJournal)
     with pytest.raises(PluginError, match="is a store instance; register a factory"):
         plugins.register_journal("inst", MemoryStore())
@@ -93,9 +95,11 @@ def test_a_registered_factory_is_used_and_its_product_verified(mem: Any) -> None
             assert probe.receive_one(5) == ("done", 1, 1)
             assert len(made) == 1 and made[0].journal == "counting"
         cfg = {"persistence": {**MEMORY_CONFIG, "snapshot_store": "broken"}}
-        with ActorSystem("plug2", config=cfg) as system:
-            with pytest.raises(PluginError, match="does not implement ISnapshotStore"):
-                Persistence.get(system).snapshot_store
+        with (
+            ActorSystem("plug2", config=cfg) as system,
+            pytest.raises(PluginError, match="does not implement ISnapshotStore"),
+        ):
+            _ = Persistence.get(system).snapshot_store
     finally:
         plugins.unregister("journal", "counting")
         plugins.unregister("snapshot_store", "broken")

@@ -3,7 +3,6 @@ survives a SIGKILL of the process; the hub keeps running while the disk syncs.""
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
@@ -138,7 +137,9 @@ def test_the_hub_runs_while_sqlite_syncs_1000_concurrent_writers(tmp_path: Path)
         running = False
         t.join(1)
         assert len(set(done)) == actors
-        assert [e.event for e in events_by_persistence_id(system, "b999")] == list(range(1, each + 1))
+        assert [e.event for e in events_by_persistence_id(system, "b999")] == list(
+            range(1, each + 1)
+        )
         during = list(blocked)
 
         # The control: the same store's batch run on the hub itself is seen.
@@ -152,7 +153,7 @@ def test_the_hub_runs_while_sqlite_syncs_1000_concurrent_writers(tmp_path: Path)
         gevent.sleep(0.2)
         control = [e for e in blocked if e not in during]
     rate = actors * each / elapsed
-    print(
+    print(  # noqa: T201 (the figures the test measures)
         f"\nsqlite, {actors} writers x {each} events: {rate:,.0f} events/s; hub blocked "
         f"(detector, > 50 ms): {len(during)} times; worst 1 ms sleep woke after "
         f"{max(delays) * 1000:.1f} ms; control batch on the hub: {control}"

@@ -104,7 +104,9 @@ def test_snapshots(store: Any) -> None:
 def test_durable_state_revisions(store: Any) -> None:
     assert store.get("d") is None
     assert store.write_batch([StateWrite("d", 0, None, b"v1", 2.0)]) == [None]
-    r = store.write_batch([StateWrite("d", 0, None, b"again", 2.0), StateWrite("d", 1, 4, b"v2", 3.0)])
+    r = store.write_batch(
+        [StateWrite("d", 0, None, b"again", 2.0), StateWrite("d", 1, 4, b"v2", 3.0)]
+    )
     assert isinstance(r[0], PersistenceConflict) and r[1] is None
     assert store.get("d")[:2] == (2, b"v2")
     assert isinstance(store.write_batch([StateWrite("d", 2, 3, b"old", 3.0)])[0], FencedError)
