@@ -449,3 +449,54 @@ def test_persist_during_recovery_is_refused(psys: ActorSystem, mem: MemoryPersis
 
     err = probe.expect_msg_type(IllegalStateError, T)
     assert "while recovering" in str(err)
+
+
+# -- the documented recipe: restart after a failed write under a backoff supervisor -------------
+def test_under_a_backoff_supervisor_a_failed_write_restarts_with_the_stored_state(
+    psys: ActorSystem, mem: MemoryPersistence
+) -> None:
+    from gactors.backoff import BackoffOpts, BackoffSupervisor
+
+    probe = TestProbe(psys)
+    trace: list[Any] = []
+    opts = BackoffOpts.on_stop(Props(Recorder, "cart", trace), "cart", 0.05, 1.0, 0.0)
+    sup = psys.actor_of(BackoffSupervisor.props(opts), "cart-supervisor")
+    probe.send(sup, ("persist", "apple"))
+    assert probe.receive_one(T) == ("done", "apple", 1)
+    mem.fail_next_write(OSError("store down"))
+    probe.send(sup, ("persist", "pear"))  # fails: the child stops, the supervisor waits
+    reply: Any = None
+    deadline = time.monotonic() + T
+    while time.monotonic() < deadline and reply is None:
+        probe.send(sup, "get")  # dropped while there is no child
+        try:
+            reply = probe.receive_one(0.2)
+        except AssertionError:
+            continue
+    assert reply == (["apple"], 1, 0)  # a new child, recovered from the store
+    probe.send(sup, ("persist", "fig"))
+    assert probe.receive_one(T) == ("done", "fig", 2)
+    assert mem.events("cart") == ["apple", "fig"]
+
+
+class _FailingHandler(Recorder):
+    def handled(self, event: Any) -> None:
+        if event == "boom":
+            raise ValueError("handler failed")
+        super().handled(event)
+
+
+def test_commands_held_during_a_persist_survive_a_restart(psys: ActorSystem) -> None:
+    probe = TestProbe(psys)
+    a, trace = start(psys, "held", cls=_FailingHandler)
+    probe.send(a, ("persist", "boom"))  # stored, then its handler fails: a restart
+    probe.send(a, "x")  # held while "boom" was being stored
+    probe.send(a, ("persist", "after"))
+    # The new incarnation recovers "boom" and then gets the held commands, in order.
+    assert probe.receive_one(T) == ("done", "after", 2)
+    assert trace[-4:] == [
+        ("completed", 1, False),
+        ("cmd", "x"),
+        ("cmd", ("persist", "after")),
+        ("handler", "after", 2),
+    ]
