@@ -186,13 +186,10 @@ class Persistence:
         gevent.spawn(go)
 
     def close(self) -> None:
-        """Close the stores (each store object once)."""
+        """Close the stores: once per factory call (a store object serving several
+        kinds is closed once per kind, as it was made once per kind)."""
         self._closed = True
-        seen: set[int] = set()
         for store in self._stores.values():
-            if id(store) in seen:
-                continue
-            seen.add(id(store))
             try:
                 store.close()
             except Exception:

@@ -270,7 +270,8 @@ class SqliteStore:
             self._users -= 1
             if self._users > 0:
                 return
-            _stores.pop(self.path, None)
+            if _stores.get(self.path) is self:
+                del _stores[self.path]
 
         def go() -> None:
             with self._lock:
@@ -402,9 +403,12 @@ def sqlite_store(settings: Any, system: Any = None) -> SqliteStore:
     store = SqliteStore(path)
     with _stores_lock:
         other = _stores.get(path)
-        if other is not None:  # opened meanwhile by another greenlet
-            other._users += 1  # noqa: SLF001
-            return other
-        store._users = 1  # noqa: SLF001
-        _stores[path] = store
-        return store
+        if other is None:
+            store._users = 1  # noqa: SLF001
+            _stores[path] = store
+            return store
+        other._users += 1  # noqa: SLF001
+    # Opened meanwhile by another greenlet: use that one, release ours.
+    store._users = 1  # noqa: SLF001
+    store.close()
+    return other

@@ -14,6 +14,7 @@ import gevent
 
 from gactors import ActorSystem, HubBlocked, Props
 from gactors.persistence import PersistentActor, RecoveryCompleted
+from gactors.persistence._sqlite import _stores
 from gactors.persistence.query import events_by_persistence_id, persistence_ids
 from gactors.testkit import TestProbe
 
@@ -78,6 +79,8 @@ def test_everything_confirmed_survives_sigkill_of_the_process(tmp_path: Path) ->
         assert state[:n] == list(range(1, n + 1)) and last >= n
         probe.send(a, ("persist", "after"))
         assert probe.receive_one(10) == ("done", "after", last + 1)
+    # The system's stores (one SQLite store serving all three kinds) are closed.
+    assert path not in _stores
 
 
 class _Busy(PersistentActor):
