@@ -29,9 +29,10 @@ def default_persistence_id(actor: Actor) -> str | None:
                 return f"{e[len('sharding-') :]}|{entity_id}"
         return None
     if context.fencing_token is not None and len(elements) >= 2:
-        # A singleton instance is the child "singleton" of its manager, named as the
-        # singleton.
-        return f"singleton|{elements[-2]}"
+        # A singleton instance is /system/singletonManager-<name>/singleton.
+        manager = elements[-2]
+        if elements[-1] == "singleton" and manager.startswith("singletonManager-"):
+            return f"singleton|{manager[len('singletonManager-') :]}"
     return None
 
 

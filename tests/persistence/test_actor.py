@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from gactors import ActorSystem, Props
+from gactors import Actor, ActorSystem, Props
 from gactors.cluster._lease import LeasedProps
 from gactors.persistence import (
     AtomicWrite,
@@ -21,6 +21,7 @@ from gactors.persistence import (
     PersistenceError,
     PersistentActor,
     Recovery,
+    SaveSnapshotFailure,
     SaveSnapshotSuccess,
     WriteRejected,
 )
@@ -500,3 +501,72 @@ def test_commands_held_during_a_persist_survive_a_restart(psys: ActorSystem) -> 
         ("cmd", ("persist", "after")),
         ("handler", "after", 2),
     ]
+
+
+# -- default persistence ids, batching, limits ----------------------------------------------------
+class _Anonymous(Recorder):
+    def __init__(self, trace: list[Any], probe: Any) -> None:
+        self.trace, self.probe, self.state = trace, probe, []
+
+
+class _Parent(Actor):
+    def __init__(self, child_name: str, props: Any) -> None:
+        self.context.actor_of(props, child_name)
+
+
+def test_default_persistence_ids_of_entities_and_singletons(psys: ActorSystem) -> None:
+    probe = TestProbe(psys)
+    entity = LeasedProps.of(Props(_Anonymous, [], probe.ref), "42", 3)
+    region = psys.actor_of(Props(_Parent, "shard-1", Props(_Parent, "42", entity)), "sharding-cart")
+    singleton = LeasedProps.of(Props(_Anonymous, [], probe.ref), None, 5)
+    manager = psys.actor_of(Props(_Parent, "singleton", singleton), "singletonManager-allocator")
+    plain = psys.actor_of(Props(_Anonymous, [], probe.ref))
+    failure = probe.receive_one(T)  # the plain actor has no default: a recovery failure
+    assert failure[0] == "recovery_failure" and "has no persistence_id" in str(failure[1])
+    for path, pid in [
+        (region.path / "shard-1" / "42", "cart|42"),
+        (manager.path / "singleton", "singleton|allocator"),
+    ]:
+        ref = psys.lookup(path)
+        assert ref is not None
+        probe.send(ref, ("persist", "e"))
+        assert probe.receive_one(T) == ("done", "e", 1)
+        assert MemoryPersistence().events(pid) == ["e"]
+    stopped(psys, plain)
+
+
+def test_writes_of_many_actors_in_one_hub_turn_are_one_batch(
+    psys: ActorSystem, mem: MemoryPersistence
+) -> None:
+    probe = TestProbe(psys)
+    refs = [start(psys, f"many{i}")[0] for i in range(50)]
+    for ref in refs:  # all recovered
+        probe.send(ref, "get")
+    probe.receive_n(50, T)
+    mem.store.batches.clear()
+    for ref in refs:  # 50 commands sent in one go: the actors run in one turn
+        probe.send(ref, ("persist", "x"))
+    probe.receive_n(50, T)
+    assert sum(mem.store.batches) == 50
+    assert max(mem.store.batches) > 1, mem.store.batches
+    assert len(mem.store.batches) < 50, mem.store.batches
+
+
+def test_a_snapshot_over_the_size_limit_fails_to_save(mem: MemoryPersistence) -> None:
+    from .conftest import memory_config
+
+    with ActorSystem("limits", config=memory_config(max_payload_size=64)) as system:
+        probe = TestProbe(system)
+        a, _ = start(system, "big", probe)
+        probe.send(a, ("persist", "x" * 40))
+        assert probe.receive_one(T)[0] == "done"
+        probe.send(a, ("persist", "y" * 40))
+        assert probe.receive_one(T)[0] == "done"
+        probe.send(a, ("snap",))  # both events in one snapshot: over 64 bytes
+        failure = probe.expect_msg_type(SaveSnapshotFailure, T)
+        assert isinstance(failure.cause, WriteRejected)
+        assert "over the limit of 64 bytes" in str(failure.cause)
+        assert mem.store.load("big", None) is None
+        probe.send(a, ("persist", "z" * 100))
+        rejected = probe.receive_one(T)
+        assert rejected[0] == "rejected" and "over the limit" in str(rejected[1])
