@@ -96,7 +96,11 @@ class PersistentBase(Actor):
 
     @property
     def _persistence(self) -> Persistence:
-        return persistence_of(self.context.system)
+        # Kept on the instance: looked up on every persist call otherwise.
+        p: Persistence | None = self.__dict__.get("_gactors_pers")
+        if p is None:
+            p = self.__dict__["_gactors_pers"] = persistence_of(self.context.system)
+        return p
 
     def _tell_self(self, message: Any) -> None:
         ref: ActorRef = self._gactors_cell.ref

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import gevent
+from gevent.lock import RLock
 
 from gactors import plugins
 from gactors._extension import ExtensionId
@@ -104,6 +105,7 @@ class Persistence:
         self._clustered = getattr(system.settings, "cluster", None) is not None
         self._stores: dict[str, Any] = {}
         self._batchers: dict[str, _Batcher] = {}
+        self._creating = RLock()
         self._closed = False
 
     @classmethod
@@ -115,11 +117,17 @@ class Persistence:
     def _store(self, kind: str) -> Any:
         store = self._stores.get(kind)
         if store is None:
-            if self._closed:
-                raise PersistenceError(f"the persistence of {self.system.name!r} is closed")
-            ref = self.settings.store_ref(kind, self._clustered)
-            store = plugins.create_store(kind, ref, self.settings, self.system)  # type: ignore[arg-type]
-            self._stores[kind] = store
+            # One greenlet makes it, the others wait for it: a factory may block (the
+            # SQLite store opens its file in a thread), and a thousand actors recovering
+            # at once must not make a thousand stores.
+            with self._creating:
+                store = self._stores.get(kind)
+                if store is None:
+                    if self._closed:
+                        raise PersistenceError(f"the persistence of {self.system.name!r} is closed")
+                    ref = self.settings.store_ref(kind, self._clustered)
+                    store = plugins.create_store(kind, ref, self.settings, self.system)  # type: ignore[arg-type]
+                    self._stores[kind] = store
         return store
 
     @property

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import gevent
 import pytest
 from zope.interface import implementer
 
@@ -82,6 +83,7 @@ def test_a_registered_factory_is_used_and_its_product_verified(mem: Any) -> None
 
     def factory(settings: Any, system: Any) -> Any:
         made.append(settings)
+        gevent.sleep(0.05)  # a factory that blocks (opens a file, connects)
         return mem.store
 
     plugins.register_journal("counting", factory)
@@ -90,9 +92,11 @@ def test_a_registered_factory_is_used_and_its_product_verified(mem: Any) -> None
         cfg = {"persistence": {**MEMORY_CONFIG, "journal": "counting"}}
         with ActorSystem("plug", config=cfg) as system:
             probe = TestProbe(system)
-            a = system.actor_of(Props(Recorder, "plugged", []))
-            probe.send(a, ("persist", 1))
-            assert probe.receive_one(5) == ("done", 1, 1)
+            # Twenty actors recover at once: the journal is still made once.
+            refs = [system.actor_of(Props(Recorder, f"plugged{i}", [])) for i in range(20)]
+            for i, a in enumerate(refs):
+                probe.send(a, ("persist", i))
+            assert sorted(probe.receive_n(20, 5)) == sorted(("done", i, 1) for i in range(20))
             assert len(made) == 1 and made[0].journal == "counting"
         cfg = {"persistence": {**MEMORY_CONFIG, "snapshot_store": "broken"}}
         with (
