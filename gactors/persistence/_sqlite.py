@@ -43,6 +43,13 @@ __all__ = ["SqliteStore", "sqlite_store"]
 _log = logging.getLogger("gactors.persistence.sqlite")
 T = TypeVar("T")
 
+def _capture(fn: Callable[..., Any], args: tuple[Any, ...]) -> tuple[bool, Any]:
+    try:
+        return True, fn(*args)
+    except Exception as e:
+        return False, e
+
+
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS persistence_ids (
     pid TEXT PRIMARY KEY,
@@ -91,7 +98,12 @@ class SqliteStore:
     # -- threads ----------------------------------------------------------------------------
     def _run(self, fn: Callable[..., T], *args: Any) -> T:
         """``fn(*args)`` in a thread of the hub's threadpool (this greenlet waits)."""
-        return get_hub().threadpool.apply(fn, args)  # type: ignore[no-any-return]
+        # The exception comes back as a value and is raised here: raised in the thread,
+        # gevent would also print it (a refused write is no error of the hub's).
+        ok, value = get_hub().threadpool.apply(_capture, (fn, args))
+        if not ok:
+            raise value
+        return value  # type: ignore[no-any-return]
 
     def _connect(self) -> sqlite3.Connection:
         conn = sqlite3.connect(
