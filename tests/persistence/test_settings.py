@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import importlib.metadata
+
 import gevent
 import pytest
 from zope.interface import implementer
@@ -13,7 +15,7 @@ from zope.interface import implementer
 from gactors import ActorSystem, ConfigError, PluginError, Props, plugins
 from gactors.interfaces import IJournal
 from gactors.persistence import Persistence, PersistenceSettings
-from gactors.persistence._memory import MemoryStore
+from gactors.persistence._memory import MemoryStore, memory_store
 from gactors.testkit import TestProbe
 from gactors.testkit.persistence import MEMORY_CONFIG
 
@@ -109,8 +111,34 @@ def test_a_registered_factory_is_used_and_its_product_verified(mem: Any) -> None
         plugins.unregister("snapshot_store", "broken")
 
 
-def test_store_entry_point_groups() -> None:
-    assert plugins.GROUPS["journal"] == "gactors.journals"
-    assert plugins.GROUPS["snapshot_store"] == "gactors.snapshot_stores"
-    assert plugins.GROUPS["state_store"] == "gactors.state_stores"
-    assert {"memory", "sqlite"} <= set(plugins.names("state_store"))
+def entry_point_store(settings: Any, system: Any) -> Any:
+    """A journal factory named by a (fake) entry point."""
+    return MemoryStore()
+
+
+def test_stores_come_from_their_entry_point_groups(monkeypatch: pytest.MonkeyPatch) -> None:
+    groups: list[str] = []
+
+    def entry_points(group: str) -> list[Any]:
+        groups.append(group)
+        if group != "gactors.journals":
+            return []
+        return [importlib.metadata.EntryPoint("ep-journal", f"{__name__}:entry_point_store", group)]
+
+    monkeypatch.setattr(plugins, "_entry_points", entry_points)
+    plugins.refresh()
+    try:
+        assert "ep-journal" in plugins.names("journal")
+        assert "ep-journal" not in plugins.names("state_store")
+        cfg = {"persistence": {**MEMORY_CONFIG, "journal": "ep-journal"}}
+        with ActorSystem("eps", config=cfg) as system:
+            journal = Persistence.get(system).journal
+            # A store of its own, not the shared one of the "memory" plugin.
+            assert isinstance(journal, MemoryStore) and journal is not memory_store()
+        assert {"gactors.journals", "gactors.snapshot_stores", "gactors.state_stores"} <= set(
+            groups
+        )
+    finally:
+        plugins.unregister("journal", "ep-journal")
+        monkeypatch.undo()
+        plugins.refresh()
