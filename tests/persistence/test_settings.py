@@ -4,9 +4,8 @@ when the system is created (SPEC section 12 rules), and the store plugins
 
 from __future__ import annotations
 
-from typing import Any
-
 import importlib.metadata
+from typing import Any
 
 import gevent
 import pytest
