@@ -149,8 +149,12 @@ _STORE_CONTRACT = """
     **Blocking.** Every method is called from a greenlet of the system's hub thread and
     may block *that greenlet* (gevent-friendly I/O, or a real thread through gevent's
     threadpool), never the hub: other actors run while a store waits for its disk or
-    its server. ``gactors.persistence`` never calls two ``write_batch`` of one store at
-    once, so a store with one writer connection needs no lock of its own for them.
+    its server. Per kind, ``gactors.persistence`` makes one ``write_batch`` call at a
+    time (the next batch gathers meanwhile). A store providing both
+    :class:`IJournal` and :class:`IDurableStateStore` gets their batches in separate
+    calls (all ``AtomicWrite``\\ s or all ``StateWrite``\\ s), which may overlap:
+    one writer connection then needs a lock (the SQLite store has one); so may
+    snapshot writes and deletions, which are not batched.
 """
 
 
