@@ -43,6 +43,7 @@ __all__ = ["SqliteStore", "sqlite_store"]
 _log = logging.getLogger("gactors.persistence.sqlite")
 T = TypeVar("T")
 
+
 def _capture(fn: Callable[..., Any], args: tuple[Any, ...]) -> tuple[bool, Any]:
     try:
         return True, fn(*args)
