@@ -172,6 +172,15 @@ class IJournal(Interface):  # type: ignore[misc]
     atomically, the keys of one persistence id sharing one ``{hash tag}``), the whole
     batch pipelined in one round trip, and maps each script's error reply to the
     exception of that write.
+
+    How a Redis journal fits, write by write: the keys of one persistence id share a
+    hash tag (``{pid}``: events, highest sequence number, highest token), so one script
+    may touch them all, also on Redis Cluster; the script compares the stored highest
+    number with ``after_sequence_nr`` and the stored token with ``fencing_token``,
+    returns an error reply (conflict or fenced, with the stored values) without
+    writing anything, or appends the payloads and updates the number and the token.
+    ``wait_replicas`` is one ``WAIT`` after the batch's pipeline, before the results are
+    returned; :meth:`replay` reads in pages of bounded size.
 """
     )
 
