@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from gactors import ActorSystem, Props
 from gactors.cluster._lease import LeasedProps
 from gactors.persistence import DurableStateActor, FencedError, PersistenceConflict, WriteRejected
@@ -121,3 +123,17 @@ def test_failure_and_rejection_hooks(psys: ActorSystem, mem: MemoryPersistence) 
     assert probe.receive_one(T)[0] == "failure"
     stopped(psys, a)
     assert mem.store.get("hooks").revision == 1
+
+
+@pytest.mark.gactors_config(persistence={"journal": "memory", "state_store": "memory"})
+def test_the_fixtures_of_the_pytest_plugin(
+    actor_system: ActorSystem, memory_persistence: MemoryPersistence
+) -> None:
+    probe = TestProbe(actor_system)
+    a = actor_system.actor_of(Props(Account, "fixture", probe.ref))
+    memory_persistence.reject_next_write()
+    probe.send(a, ("add", 1))
+    assert probe.receive_one(T)[0] == "rejected"
+    probe.send(a, ("add", 2))
+    assert probe.receive_one(T) == ("ok", {"balance": 2}, 1)
+    assert memory_persistence.store.get("fixture").revision == 1
