@@ -169,7 +169,7 @@ class Dispatcher:
         # User messages run so far (dashboard and metrics). Each worker counts in its
         # local `done` per batch and adds it here when it parks, yields or ends; a
         # reader adds the `done` of workers blocked inside an actor (off their frames,
-        # gactors.contrib._observer), so the hot loop never writes an attribute for it.
+        # gactors._observer), so the hot loop never writes an attribute for it.
         self.processed = 0
         # The last greenlet that is not a worker seen telling in the hub's thread. A
         # greenlet never changes threads, so when it tells again, `tell` needs no

@@ -21,14 +21,20 @@ import gevent
 from gevent.event import Event
 from greenlet import getcurrent
 
-from gactors._settings import CORE_KEYS
+from gactors._settings import CORE_KEYS, unknown_setting
 from gactors._threads import allocate_lock, get_ident
 from gactors.exceptions import ConfigError, IllegalStateError
 
 if TYPE_CHECKING:
     from gactors._system import ActorSystem
 
-__all__ = ["ENTRY_POINT_GROUP", "ExtensionId", "ExtensionRegistry", "settings_owner"]
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "ExtensionId",
+    "ExtensionRegistry",
+    "settings_owner",
+    "validate_table",
+]
 
 _log = logging.getLogger("gactors.extensions")
 
@@ -72,6 +78,11 @@ class ExtensionId(Generic[T]):
     settings_key: ClassVar[str | None] = None
     settings_fields: ClassVar[Mapping[str, tuple[Any, Any]]] = {}
     system_messages: ClassVar[Mapping[type, Callable[[Any, Any], None]]] = {}
+    provides_refs: ClassVar[bool] = False
+    """Internal: the extension object is the system's ref provider
+    (``gactors._provider.RefProvider``, how the cluster plugs in). It is created, from
+    its settings table, before the system's address exists (the address takes the
+    provider's ``node_id``) and started once the guardians exist; one per system."""
 
     _instance: ClassVar[ExtensionId[Any] | None] = None
 
@@ -203,6 +214,15 @@ def known_settings_keys() -> set[str]:
     except Exception:  # a broken distribution must not hide the real error
         pass
     return keys
+
+
+def validate_table(key: str, table: Any) -> Any:
+    """What the extension owning the settings table ``key`` makes of ``table``;
+    :class:`~gactors.ConfigError` if no extension owns it (or the table is wrong)."""
+    owner = settings_owner(key)
+    if owner is None:
+        raise unknown_setting(key, ", ".join(sorted(known_settings_keys())) or "none")
+    return owner._the_instance().validate_settings(table)  # noqa: SLF001  this module's class
 
 
 def settings_owner(key: str) -> type[ExtensionId[Any]] | None:

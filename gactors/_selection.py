@@ -43,10 +43,11 @@ class ActorSelection:
     def _target(self) -> ActorRef:
         system = self._system
         path = self._path
-        node = system.cluster_node
-        if path.node is not None and node is not None and path.node != node.node_id:
-            return node.remote_ref(path, 0)  # type: ignore[no-any-return]
-        ref = system.lookup(path) if path.node is None or node is not None else None
+        provider = system.provider
+        node_id = provider.node_id
+        if path.node is not None and node_id is not None and path.node != node_id:
+            return provider.remote_ref(path, 0)
+        ref = system.lookup(path) if path.node is None or node_id is not None else None
         if ref is None:
             return EmptyLocalActorRef(system, path, 0)
         return ref
@@ -84,9 +85,7 @@ class ActorSelection:
         target = self._target()
         if isinstance(target, EmptyLocalActorRef):
             raise ActorNotFound(f"no actor at {self._path}")
-        if target.path.node is None or target.path.node == getattr(
-            self._system.cluster_node, "node_id", None
-        ):
+        if target.path.node is None or target.path.node == self._system.provider.node_id:
             return target  # a local actor: resolved already
         wait = (
             self._system.settings.default_ask_timeout

@@ -49,13 +49,10 @@ class Settings:
     """Seconds an actor may block the hub before ``HubBlocked`` is published; None: off."""
     shutdown_timeout: float = 10.0
     """Seconds the context manager (and integrations) wait for termination."""
-    cluster: Any = None
-    """The ``cluster`` table (docs/cluster/operations.md) as a
-    ``gactors.cluster._settings.ClusterSettings``;
-    None: the system is not a cluster node (and nothing of ``gactors.cluster`` is imported)."""
     extension_tables: Mapping[str, Any] = field(default_factory=dict)
     """The settings tables of extensions (``ExtensionId.settings_key`` -> what the
-    extension's ``validate_settings`` made of its table), in the order of the config."""
+    extension's ``validate_settings`` made of its table), in the order of the config:
+    the ``cluster`` table (docs/cluster/operations.md) is one of them."""
 
 
 def _number(key: str, value: Any, *, allow_none: bool = False, allow_zero: bool = False) -> Any:
@@ -97,16 +94,6 @@ def _strategy_ref(key: str, value: Any) -> Any:
     return value
 
 
-def _cluster(key: str, value: Any) -> Any:
-    if value is None:
-        return None
-    # Imported only for a system that has a cluster table: a plain system never loads
-    # gactors.cluster (nor redis/msgspec).
-    from gactors.cluster._settings import load_cluster_settings
-
-    return load_cluster_settings(value)
-
-
 _VALIDATORS: dict[str, Callable[[str, Any], Any]] = {
     "guardian_supervisor_strategy": _strategy_ref,
     "default_ask_timeout": lambda k, v: _number(k, v),
@@ -117,7 +104,6 @@ _VALIDATORS: dict[str, Callable[[str, Any], Any]] = {
     "debug_lifecycle": _bool,
     "blocking_threshold": lambda k, v: _number(k, v, allow_none=True),
     "shutdown_timeout": lambda k, v: _number(k, v, allow_zero=True),
-    "cluster": _cluster,
 }
 assert set(_VALIDATORS) == {f.name for f in fields(Settings)} - {"extension_tables"}
 CORE_KEYS: frozenset[str] = frozenset(_VALIDATORS)
@@ -138,8 +124,17 @@ def _read_toml(path: str | os.PathLike[str]) -> Mapping[str, Any]:
     return table
 
 
-def load_settings(config: Mapping[str, Any] | str | os.PathLike[str] | None) -> Settings:
-    """Validate ``config`` into :class:`Settings` (see the module docstring)."""
+def load_settings(
+    config: Mapping[str, Any] | str | os.PathLike[str] | None,
+    extension_table: Callable[[str, Any], Any] | None = None,
+) -> Settings:
+    """Validate ``config`` into :class:`Settings` (see the module docstring).
+
+    A key that is not one of the system's own goes to ``extension_table(key, value)``
+    (the actor system passes ``gactors._extension.validate_table``): it returns what
+    the owning extension made of the table, or raises :class:`ConfigError`. Without
+    it, such a key is unknown.
+    """
     if config is None:
         env = os.environ.get(ENV_VAR)
         config = _read_toml(env) if env else {}
@@ -157,19 +152,16 @@ def load_settings(config: Mapping[str, Any] | str | os.PathLike[str] | None) -> 
         validator = _VALIDATORS.get(key)
         if validator is not None:
             values[key] = validator(key, value)
-            continue
-        # Not a key of the system's own: the settings table of an extension, if one
-        # claims it (imported only now: a system without the table never loads it).
-        from gactors._extension import settings_owner
-
-        owner = settings_owner(key) if isinstance(key, str) else None
-        if owner is None:
-            from gactors._extension import known_settings_keys
-
-            known = ", ".join(sorted(_VALIDATORS))
-            owned = ", ".join(sorted(known_settings_keys())) or "none"
-            raise ConfigError(
-                f"unknown setting {key!r} (known settings: {known}; extension tables: {owned})"
-            )
-        tables[key] = owner._the_instance().validate_settings(value)  # noqa: SLF001
+        elif extension_table is not None and isinstance(key, str):
+            # The settings table of an extension, if one claims it.
+            tables[key] = extension_table(key, value)
+        else:
+            raise unknown_setting(key)
     return Settings(**values, extension_tables=tables)
+
+
+def unknown_setting(key: Any, tables: str = "") -> ConfigError:
+    """The error of a key no one owns (``tables``: the extension tables known)."""
+    known = ", ".join(sorted(_VALIDATORS))
+    also = f"; extension tables: {tables}" if tables else ""
+    return ConfigError(f"unknown setting {key!r} (known settings: {known}{also})")

@@ -24,11 +24,12 @@ from gactors._cell import AUTO_RECEIVED, ActorCell
 from gactors._deadlines import AskDeadlines
 from gactors._dispatch import Dispatcher, Worker
 from gactors._eventstream import EventStream, LogEvent
-from gactors._extension import ExtensionId, ExtensionRegistry, settings_owner
+from gactors._extension import ExtensionId, ExtensionRegistry, settings_owner, validate_table
 from gactors._future import Future
 from gactors._messages import ActorIdentity, DeadLetter, Identify, Terminated
 from gactors._path import ActorPath, Address
 from gactors._props import Props
+from gactors._provider import LOCAL_PROVIDER, RefProvider
 from gactors._ref import ActorRef, DeadLettersRef
 from gactors._scheduler import Scheduler
 from gactors._selection import ActorSelection
@@ -44,6 +45,7 @@ from gactors._threads import allocate_lock, get_ident, thread_token
 from gactors.exceptions import (
     ActorInitializationException,
     ActorKilledException,
+    ConfigError,
     IllegalStateError,
     PluginError,
 )
@@ -210,7 +212,8 @@ class ActorSystem:
     #   root_cell, user_cell, system_cell   the guardians' cells ("/", "/user", "/system")
     #   temp_path       "/temp": the parent path of asks' PromiseRefs
     #   ask_deadlines   the timeouts of pending asks (one hub timer for all of them)
-    #   cluster_node    the ClusterNode, or None (gactors.cluster is never imported then)
+    #   provider        the RefProvider: LOCAL_PROVIDER, or the extension that provides
+    #                   refs to other nodes (the cluster node)
     #   forked          True in the child of os.fork(): every use raises fork_error()
     #   thread_alive    a token that is None once the system's thread has exited
     #   failure_tb      (cause, traceback) of the child failure being decided, for its log
@@ -233,7 +236,7 @@ class ActorSystem:
                 "starting with a letter or digit"
             )
         self.name = name
-        self.settings: Settings = load_settings(config)
+        self.settings: Settings = load_settings(config, validate_table)
         configurator = resolve_configurator(self.settings.guardian_supervisor_strategy)
         user_strategy = _guardian_strategy(configurator, self.settings.guardian_supervisor_strategy)
         self._hub = get_hub()
@@ -260,21 +263,17 @@ class ActorSystem:
         self.log = logging.LoggerAdapter(logging.getLogger("gactors.system"), {"actor_path": name})
         self._extensions = ExtensionRegistry(self)
 
-        # A cluster node (docs/cluster/concepts.md) connects before the root path is
-        # built: paths carry the node's address. A system without a cluster table never imports the
-        # cluster package.
-        self.cluster_node: Any = None
-        if self.settings.cluster is not None:
-            from gactors.cluster._node import ClusterNode
-
-            try:
-                self.cluster_node = ClusterNode(self, self.settings.cluster)
-            except BaseException:
-                self._async.close()  # nothing of this system may keep the hub alive
-                raise
-            self.address = Address(name, self.cluster_node.node_id)
-        else:
-            self.address = Address(name)
+        # The ref provider (an extension that provides_refs: the cluster node) is made
+        # before the root path: paths carry its node id. A system whose settings install
+        # none has the local provider and imports no extension.
+        self.provider: RefProvider = LOCAL_PROVIDER
+        try:
+            self._install_provider()
+        except BaseException:
+            self.provider.close()  # one made before another failed
+            self._async.close()  # nothing of this system may keep the hub alive
+            raise
+        self.address = Address(name, self.provider.node_id)
         root_path = ActorPath(name, (), None, self.address.node)
         self.temp_path = root_path.child("temp")
         self.dead_letters: ActorRef = DeadLettersRef(self, root_path.child("deadLetters"), 0)
@@ -296,11 +295,11 @@ class ActorSystem:
         self.system_cell.watch(user, None)
         root.watch(sysg, None)
         _live_systems.add(self)
-        if self.cluster_node is not None:
+        if self.provider is not LOCAL_PROVIDER:
             try:
-                self.cluster_node.start()  # returns once the node joined
+                self.provider.start()  # a cluster node returns once it joined
             except BaseException:
-                self.cluster_node.close()
+                self.provider.close()
                 self._terminating = True
                 self.root_cell.stop_ref(self.user_cell.ref)
                 raise
@@ -310,6 +309,18 @@ class ActorSystem:
 
             start_monitoring(self)
         _log.debug("actor system %r started", name)
+
+    def _install_provider(self) -> None:
+        """Make the extension that provides_refs the provider, if the settings name one."""
+        for key in self.settings.extension_tables:
+            owner = settings_owner(key)
+            if owner is not None and owner.provides_refs:
+                if self.provider is not LOCAL_PROVIDER:
+                    raise ConfigError(
+                        f"setting {key!r}: the extension {owner.__qualname__} provides refs, "
+                        "and another one of the settings does already"
+                    )
+                self.provider = self._extensions.get(owner)
 
     def _create_configured_extensions(self) -> None:
         """Create the extensions whose settings tables the config has, in its order."""
@@ -323,8 +334,7 @@ class ActorSystem:
                     self._extensions.get(owner)
         except BaseException:
             self._terminating = True
-            if self.cluster_node is not None:
-                self.cluster_node.close()
+            self.provider.close()
             self.root_cell.stop_ref(self.user_cell.ref)
             raise
 
@@ -366,20 +376,11 @@ class ActorSystem:
         if not self._terminating:
             self._terminating = True
             _log.debug("actor system %r terminating", self.name)
-            # The extensions' shutdown steps run first (the one created last first).
-            self._extensions.shutdown(self._leave_then_stop_user_guardian)
+            # The extensions' shutdown steps run first, the one created last first (a
+            # cluster node's, created first, leaves and hands its singletons and shards
+            # over), then the user actors stop.
+            self._extensions.shutdown(self._stop_user_guardian)
         return self.when_terminated
-
-    def _leave_then_stop_user_guardian(self) -> None:
-        if self.cluster_node is not None:
-            # Graceful leave: the node is "leaving" while its actors stop, and
-            # leaves the membership once they stopped (a termination hook).
-            self.cluster_node.begin_leave()
-            # Singletons and shards hand over (their instances stop with their
-            # stop_message, leases released) before the user actors stop.
-            self.cluster_node.hand_over(self._stop_user_guardian)
-        else:
-            self._stop_user_guardian()
 
     def _stop_user_guardian(self) -> None:
         self.root_cell.stop_ref(self.user_cell.ref)

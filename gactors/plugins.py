@@ -225,6 +225,7 @@ _BUILTIN_LAZY: dict[Kind, dict[str, str]] = {
 }
 
 BUILTIN_EXTENSIONS: dict[str, str] = {
+    "cluster": "gactors.cluster._extension:ClusterNodeExtension",
     "persistence": "gactors.persistence._extension:PersistenceExtension",
 }
 """Built-in extensions that own a settings table: settings key -> ``"module:Name"`` of

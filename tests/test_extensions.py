@@ -395,3 +395,82 @@ def test_the_core_system_messages_cannot_be_taken_over(system: ActorSystem) -> N
     with pytest.raises(TypeError, match="core system message"):
         system.extension(Hijack)
     assert not system.has_extension(Hijack)
+
+
+# -- the ref provider ----------------------------------------------------------------------------
+made: list[FakeNode] = []
+
+
+class FakeNode:
+    """A provider of refs to other nodes that records what the system asks of it."""
+
+    def __init__(self, system: ActorSystem, fail_start: bool) -> None:
+        made.append(self)
+        self.system = system
+        self.fail_start = fail_start
+        self.calls: list[str] = []
+        self.guardians_at_start = False
+
+    @property
+    def node_id(self) -> str:
+        return "n1"
+
+    def start(self) -> None:
+        self.guardians_at_start = self.system.lookup("/user") is not None
+        self.calls.append("start")
+        if self.fail_start:
+            raise RuntimeError("cannot join")
+
+    def close(self) -> None:
+        self.calls.append("close")
+
+    def remote_ref(self, path: Any, uid: int) -> Any:
+        self.calls.append(f"remote_ref {path} {uid}")
+        return self.system.dead_letters
+
+
+class FakeNodeExt(ExtensionId[FakeNode]):
+    settings_key = "ext_fake_node"
+    settings_fields = {"fail_start": (bool, False)}
+    provides_refs = True
+
+    def create(self, system: ActorSystem) -> FakeNode:
+        table = system.settings.extension_tables["ext_fake_node"]
+        return FakeNode(system, table["fail_start"])
+
+
+class OtherFakeNodeExt(FakeNodeExt):
+    settings_key = "ext_fake_node2"
+
+
+def test_a_configured_ref_provider_gives_the_address_and_reaches_other_nodes() -> None:
+    with ActorSystem("ext-provider", config={"ext_fake_node": {}}) as s:
+        node = s.extension(FakeNodeExt)
+        assert s.provider is node
+        assert str(s.address) == "gactors://ext-provider@n1"
+        assert node.calls == ["start"] and node.guardians_at_start
+        s.actor_selection("gactors://ext-provider@n2/user/a").tell("hi")
+        assert node.calls[-1] == "remote_ref gactors://ext-provider@n2/user/a 0"
+        here = s.actor_of(Props(Echo), "here")
+        assert s.actor_selection("gactors://ext-provider@n1/user/here").resolve_one(5) == here
+
+
+def test_a_ref_provider_that_cannot_start_fails_the_system_and_is_closed() -> None:
+    with pytest.raises(RuntimeError, match="cannot join"):
+        ActorSystem("ext-provider-fails", config={"ext_fake_node": {"fail_start": True}})
+    assert made[-1].calls == ["start", "close"]
+
+
+def test_one_ref_provider_per_system() -> None:
+    with pytest.raises(ConfigError, match="provides refs"):
+        ActorSystem("ext-two", config={"ext_fake_node": {}, "ext_fake_node2": {}})
+    assert made[-1].calls == ["close"]  # the first one made is closed
+
+
+def test_a_plain_system_has_the_local_provider(system: ActorSystem) -> None:
+    from gactors._provider import LOCAL_PROVIDER
+
+    assert system.provider is LOCAL_PROVIDER
+    assert system.address.node is None
+    with pytest.raises(IllegalStateError, match="no node"):
+        system.provider.remote_ref(system.address, 0)  # type: ignore[arg-type]

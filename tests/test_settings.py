@@ -22,7 +22,6 @@ DEFAULTS = {
     "debug_lifecycle": False,
     "blocking_threshold": None,
     "shutdown_timeout": 10.0,
-    "cluster": None,
     "extension_tables": {},
 }
 

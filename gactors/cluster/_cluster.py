@@ -8,10 +8,12 @@ from typing import TYPE_CHECKING, ParamSpec, TypeVar
 import gevent
 from greenlet import getcurrent
 
+from gactors._extension import ExtensionId
 from gactors._future import Future
 from gactors._path import Address
 from gactors._ref import ActorRef
 from gactors.cluster._events import ClusterEvent, CurrentClusterState, Member
+from gactors.cluster._extension import ClusterNodeExtension, cluster_node
 from gactors.exceptions import ClusterError
 
 if TYPE_CHECKING:
@@ -22,6 +24,16 @@ T = TypeVar("T")
 P = ParamSpec("P")
 
 __all__ = ["Cluster"]
+
+
+class _ClusterExtension(ExtensionId["Cluster"]):
+    """The one ``Cluster`` object of a cluster node's system."""
+
+    def create(self, system: ActorSystem) -> Cluster:
+        facade = object.__new__(Cluster)
+        facade._node = cluster_node(system)
+        facade._system = system
+        return facade
 
 
 class Cluster:
@@ -37,19 +49,13 @@ class Cluster:
     _system: ActorSystem
 
     def __new__(cls, system: ActorSystem) -> Cluster:
-        node = getattr(system, "cluster_node", None)
-        if node is None:
+        has = getattr(system, "has_extension", None)
+        if has is None or not has(ClusterNodeExtension):
             raise ClusterError(
                 f"actor system {getattr(system, 'name', system)!r} is not a cluster node "
                 "(its settings have no 'cluster' table)"
             )
-        facade = node.cluster_facade
-        if facade is None:
-            facade = object.__new__(cls)
-            facade._node = node
-            facade._system = system
-            node.cluster_facade = facade
-        return facade  # type: ignore[no-any-return]
+        return system.extension(_ClusterExtension)
 
     def _in_hub(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         system = self._system

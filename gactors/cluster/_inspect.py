@@ -107,7 +107,7 @@ def snapshot(
     """
     # The dashboard's observer (imported only once a dashboard asks): its walks are
     # bounded and its totals cached, so asking often costs the node little.
-    from gactors.contrib._observer import observer_for
+    from gactors._observer import observer_for
 
     obs = observer_for(system)
     opened = {"/"}

@@ -177,7 +177,6 @@ class ClusterNode:
         self._removed: set[str] = set()
         self._epoch = ""
         self._subscribers: dict[ActorRef, tuple[type, ...]] = {}
-        self.cluster_facade: Any = None
         # -- outbound --
         self._pending: dict[str, tuple[list[Record], list[tuple[Any, Any, ActorRef]]]] = {}
         self._wake = Event()

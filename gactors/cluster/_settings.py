@@ -1,8 +1,8 @@
 """The ``cluster`` settings table (docs/cluster/operations.md).
 
-Loaded lazily by :mod:`gactors._settings` only when a system's config has a ``cluster``
-table. Unknown keys and values of the wrong type raise :class:`~gactors.ConfigError`
-naming the key as ``cluster.<key>``.
+Loaded lazily (by ``ClusterNodeExtension.validate_settings``) only when a system's
+config has a ``cluster`` table. Unknown keys and values of the wrong type raise
+:class:`~gactors.ConfigError` naming the key as ``cluster.<key>``.
 """
 
 from __future__ import annotations

@@ -73,7 +73,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import weakref
 import zlib
 from collections import deque
 from collections.abc import Callable
@@ -89,12 +88,14 @@ from gevent.event import Event
 from greenlet import getcurrent
 
 from gactors._actor import Actor
+from gactors._extension import ExtensionId
 from gactors._messages import PoisonPill, Terminated
 from gactors._props import Props
 from gactors._ref import IMPLICIT, ActorRef, _Implicit
 from gactors._threads import get_ident
 from gactors.cluster._cluster import Cluster
 from gactors.cluster._events import ClusterEvent, CurrentClusterState
+from gactors.cluster._extension import cluster_node
 from gactors.cluster._lease import LeasedProps, LeaseKeeper
 from gactors.cluster._seam import LeaseStore
 from gactors.cluster._serialization import register_message
@@ -111,8 +112,6 @@ _log = logging.getLogger("gactors.cluster.sharding")
 #: The most messages buffered per shard by a region (while a shard moves) and by a
 #: shard (while it waits for its lease); more are dead letters.
 BUFFER_LIMIT = 10_000
-
-_instances: weakref.WeakKeyDictionary[ActorSystem, ClusterSharding] = weakref.WeakKeyDictionary()
 
 
 @register_message(tag="gactors.cluster.ShardingEnvelope")
@@ -555,7 +554,7 @@ class _Region(Actor):
         self._store = store
         self._ttl = lease_ttl
         system = self.context.system
-        node = system.cluster_node
+        node = cluster_node(system)
         self._node_id: str = node.node_id
         self._prefix = f"gactors://{system.name}@"
         self._path = f"/system/sharding-{type_name}"
@@ -588,7 +587,7 @@ class _Region(Actor):
         Cluster(self.context.system).subscribe(self.ref)
         # A member turning "leaving" publishes no event: look at the view every
         # heartbeat (in memory, no I/O) and recompute when it changed.
-        hb = self.context.system.cluster_node.settings.heartbeat_interval
+        hb = cluster_node(self.context.system).settings.heartbeat_interval
         self.timers.start_timer_with_fixed_delay("view", _VIEW_TICK, hb)
 
     def post_stop(self) -> None:
@@ -810,7 +809,7 @@ class _Region(Actor):
         if ref is None:
             from gactors._path import ActorPath
 
-            ref = self.context.system.cluster_node.remote_ref(
+            ref = cluster_node(self.context.system).remote_ref(
                 ActorPath.parse(self._prefix + node + self._path, self.context.system.name), 0
             )
             self._regions[node] = ref
@@ -838,7 +837,7 @@ class _Region(Actor):
 
     # -- membership and rebalance ------------------------------------------------------------
     def _view_key(self) -> tuple[Any, ...]:
-        node = self.context.system.cluster_node
+        node = cluster_node(self.context.system)
         return (*((m.address.node, m.status) for m in node.members()), node.leaving_nodes)
 
     def _sender_leaves(self, node: str) -> None:
@@ -854,7 +853,7 @@ class _Region(Actor):
     def _membership(self) -> None:
         members = Cluster(self.context.system).members
         self._seen = self._view_key()
-        leaving = self.context.system.cluster_node.leaving_nodes
+        leaving = cluster_node(self.context.system).leaving_nodes
         self._members = {m.address.node for m in members if m.address.node is not None}
         gone = self._gone
         if gone:
@@ -916,7 +915,7 @@ class _Region(Actor):
 
     def _unpark(self) -> None:
         # Not in the pass that parked them: once the view changed, or a heartbeat later.
-        hb = self.context.system.cluster_node.settings.heartbeat_interval
+        hb = cluster_node(self.context.system).settings.heartbeat_interval
         now = monotonic()
         for s, w in list(self._waiting.items()):
             if w.parked and (w.parked_view != self._seen or now - w.parked_at >= hb):
@@ -1009,7 +1008,7 @@ class _Region(Actor):
         # elsewhere.
         if not self._marker_at:
             return
-        hb = self.context.system.cluster_node.settings.heartbeat_interval
+        hb = cluster_node(self.context.system).settings.heartbeat_interval
         limit = monotonic() - min(2 * hb, 0.3 * max(3.0, self._ttl))
         for s, at in list(self._marker_at.items()):
             w = self._waiting.get(s)
@@ -1110,7 +1109,7 @@ class _Region(Actor):
         self._leaving = done
         # The others stop sending here once their view shows this node leaving (a
         # heartbeat or two); until then this region forwards what still arrives.
-        hb = self.context.system.cluster_node.settings.heartbeat_interval
+        hb = cluster_node(self.context.system).settings.heartbeat_interval
         self._leave_not_before = monotonic() + 4 * hb + 0.2
         # Waiting for other nodes' confirmations before leaving is bounded too, well
         # inside the node's hand-over budget (ClusterNode.hand_over: max(3 s, ttl)).
@@ -1140,7 +1139,7 @@ class _Region(Actor):
 
 
 def _own_roles(actor: Actor) -> tuple[str, ...]:
-    roles: tuple[str, ...] = actor.context.system.cluster_node.settings.roles
+    roles: tuple[str, ...] = cluster_node(actor.context.system).settings.roles
     return roles
 
 
@@ -1185,6 +1184,17 @@ class EntityRef:
         return f"EntityRef({self.type_name!r}, {self.entity_id!r})"
 
 
+class _ShardingExtension(ExtensionId["ClusterSharding"]):
+    """The one ``ClusterSharding`` of a cluster node's system."""
+
+    def create(self, system: ActorSystem) -> ClusterSharding:
+        inst = object.__new__(ClusterSharding)
+        inst._system = system
+        inst._store = None
+        inst._regions = {}
+        return inst
+
+
 class ClusterSharding:
     """The sharded entity types of ``system`` (the same object each time).
 
@@ -1199,14 +1209,7 @@ class ClusterSharding:
 
     def __new__(cls, system: ActorSystem) -> ClusterSharding:
         Cluster(system)  # ClusterError without a cluster
-        inst = _instances.get(system)
-        if inst is None:
-            inst = object.__new__(cls)
-            inst._system = system
-            inst._store = None
-            inst._regions = {}
-            _instances[system] = inst
-        return inst
+        return system.extension(_ShardingExtension)
 
     def start(
         self,
@@ -1243,7 +1246,7 @@ class ClusterSharding:
                 f"{passivate_idle_after!r}"
             )
         self._check(type_name, extract_entity_id, number_of_shards, role)
-        roles = self._system.cluster_node.settings.roles
+        roles = cluster_node(self._system).settings.roles
         if role is not None and role not in roles:
             raise ValueError(
                 f"start({type_name!r}) needs this node to have the role {role!r} (its roles: "
@@ -1269,7 +1272,7 @@ class ClusterSharding:
         """A region that only sends to the entities of ``type_name`` hosted elsewhere
         (on the nodes with ``role``, which this node must not have)."""
         self._check(type_name, extract_entity_id, number_of_shards, role)
-        roles = self._system.cluster_node.settings.roles
+        roles = cluster_node(self._system).settings.roles
         if role is None or role in roles:
             raise ValueError(
                 f"start_proxy({type_name!r}, role={role!r}): this node would be one of the "
@@ -1311,7 +1314,7 @@ class ClusterSharding:
         if known is not None:
             return known
         system = self._system
-        node = system.cluster_node
+        node = cluster_node(system)
         if self._store is None:
             self._store = node.backend.leases(8)
         region = system.system_cell.attach_child(
@@ -1375,9 +1378,9 @@ def local_shards(system: ActorSystem) -> list[dict[str, Any]]:
     members it sees); ``shards`` are the shard actors that exist on this node. Read in
     the hub thread (cells are only touched there), without any I/O.
     """
-    inst = _instances.get(system)
-    if inst is None:
+    if not system.has_extension(_ShardingExtension):
         return []
+    inst = system.extension(_ShardingExtension)
     out: list[dict[str, Any]] = []
     children = system.system_cell.child_cells
     prefix = f"gactors://{system.name}@"

@@ -28,7 +28,6 @@ instance once the lease expired (at most ``lease_ttl`` after the last renewal).
 from __future__ import annotations
 
 import logging
-import weakref
 from collections import deque
 from time import monotonic
 from typing import TYPE_CHECKING, Any
@@ -38,12 +37,14 @@ from gevent.event import Event
 from greenlet import getcurrent
 
 from gactors._actor import Actor
+from gactors._extension import ExtensionId
 from gactors._messages import PoisonPill, Terminated
 from gactors._props import Props
 from gactors._ref import ActorRef
 from gactors._threads import get_ident
 from gactors.cluster._cluster import Cluster
 from gactors.cluster._events import CurrentClusterState, Member, MemberRemoved
+from gactors.cluster._extension import cluster_node
 from gactors.cluster._lease import LeasedProps, LeaseKeeper
 from gactors.cluster._seam import BackendUnavailable, LeaseStore
 from gactors.exceptions import ActorNotFound
@@ -54,8 +55,6 @@ if TYPE_CHECKING:
 __all__ = ["ClusterSingleton", "local_singletons"]
 
 _log = logging.getLogger("gactors.cluster.singleton")
-
-_instances: weakref.WeakKeyDictionary[ActorSystem, ClusterSingleton] = weakref.WeakKeyDictionary()
 
 
 def poll_interval(lease_ttl: float) -> float:
@@ -121,7 +120,7 @@ class _SingletonManager(Actor):
         self._role = role
         self._stop_message = stop_message
         self._lease_ttl = lease_ttl
-        node = self.context.system.cluster_node
+        node = cluster_node(self.context.system)
         self._node_id: str = node.node_id
         self._keeper = LeaseKeeper(
             store, f"singleton:{name}", node.node_id, lease_ttl, self._on_lost
@@ -281,7 +280,7 @@ class _SingletonProxy(Actor):
         self._finder: Any = None
         system = self.context.system
         self._system_name = system.name
-        self._node_id: str = system.cluster_node.node_id
+        self._node_id: str = cluster_node(system).node_id
 
     def pre_start(self) -> None:
         Cluster(self.context.system).subscribe(self.ref, MemberRemoved)
@@ -366,6 +365,17 @@ class _SingletonProxy(Actor):
         self._finder = gevent.spawn(find)
 
 
+class _SingletonExtension(ExtensionId["ClusterSingleton"]):
+    """The one ``ClusterSingleton`` of a cluster node's system."""
+
+    def create(self, system: ActorSystem) -> ClusterSingleton:
+        inst = object.__new__(ClusterSingleton)
+        inst._system = system
+        inst._store = None
+        inst._proxies = {}
+        return inst
+
+
 class ClusterSingleton:
     """The cluster singletons of ``system`` (the same object each time).
 
@@ -380,14 +390,7 @@ class ClusterSingleton:
 
     def __new__(cls, system: ActorSystem) -> ClusterSingleton:
         Cluster(system)  # ClusterError without a cluster
-        inst = _instances.get(system)
-        if inst is None:
-            inst = object.__new__(cls)
-            inst._system = system
-            inst._store = None
-            inst._proxies = {}
-            _instances[system] = inst
-        return inst
+        return system.extension(_SingletonExtension)
 
     def init(
         self,
@@ -429,7 +432,7 @@ class ClusterSingleton:
         if known is not None:
             return known[1]
         system = self._system
-        node = system.cluster_node
+        node = cluster_node(system)
         settings = node.settings
         if self._store is None:
             self._store = node.backend.leases(8)
@@ -467,9 +470,9 @@ def local_singletons(system: ActorSystem) -> list[dict[str, Any]]:
     runs here now; ``token``: the fencing token of the lease this node holds for it.
     Read in the hub thread (cells are only touched there), without any I/O.
     """
-    inst = _instances.get(system)
-    if inst is None:
+    if not system.has_extension(_SingletonExtension):
         return []
+    inst = system.extension(_SingletonExtension)
     out: list[dict[str, Any]] = []
     children = system.system_cell.child_cells
     for name, (args, _proxy) in list(inst._proxies.items()):  # noqa: SLF001  this module's inspection of its own actors

@@ -39,7 +39,6 @@ import os
 import re
 import threading
 import time
-import weakref
 from collections.abc import Callable, Iterable
 from importlib import resources
 from typing import TYPE_CHECKING, Any
@@ -47,8 +46,10 @@ from urllib.parse import parse_qs
 
 from greenlet import getcurrent
 
+from gactors._extension import ExtensionId
+from gactors._observer import SystemObserver, observer_for
 from gactors.contrib import worker_system
-from gactors.contrib._observer import SystemObserver, observer_for
+from gactors.contrib._members import cluster_members
 from gactors.exceptions import IllegalStateError
 
 if TYPE_CHECKING:
@@ -129,23 +130,6 @@ CLUSTER_CACHE = 1.0
 
 MAX_SHARD_ROWS = 5000
 """Shard rows ``api/state`` lists at most (the per-type summary counts them all)."""
-
-
-def _cluster_members(system: ActorSystem) -> list[dict[str, Any]] | None:
-    """The members as this node sees them (no I/O), or None without a cluster.
-
-    ``[{"address": str, "status": "up" | "leaving" | "unreachable", "roles": [str]}]``,
-    oldest first. Also what the Prometheus gauge ``gactors_cluster_members`` counts.
-    """
-    if getattr(system.settings, "cluster", None) is None:
-        return None
-    # Imported here, lazily: the dashboard must work without gactors.cluster.
-    from gactors.cluster import Cluster  # type: ignore[import-not-found, unused-ignore]
-
-    return [
-        {"address": str(m.address), "status": str(m.status), "roles": sorted(m.roles)}
-        for m in Cluster(system).members
-    ]
 
 
 class _Asked:
@@ -252,16 +236,11 @@ class _RemoteNodes:
             asked.error = f"{type(exc).__name__}: {exc}"
 
 
-_remote_nodes: weakref.WeakKeyDictionary[ActorSystem, _RemoteNodes] = weakref.WeakKeyDictionary()
-_remote_lock = threading.Lock()
+class _RemoteNodesExtension(ExtensionId[_RemoteNodes]):
+    """The other nodes' answers, one cache per system."""
 
-
-def _remote_nodes_of(system: ActorSystem) -> _RemoteNodes:
-    with _remote_lock:
-        r = _remote_nodes.get(system)
-        if r is None:
-            r = _remote_nodes[system] = _RemoteNodes()
-    return r
+    def create(self, system: ActorSystem) -> _RemoteNodes:
+        return _RemoteNodes()
 
 
 def _node_entry(
@@ -328,7 +307,7 @@ def _cluster_state(
          "shards": [{"type_name", "shard": int, "node", "entities": int,
                      "token": int | None, "state": str}]}
     """
-    members = _cluster_members(system)
+    members = cluster_members(system)
     if members is None:
         return None
     from gactors.cluster._inspect import placement  # type: ignore[import-not-found, unused-ignore]
@@ -341,7 +320,9 @@ def _cluster_state(
         i = p.find("/", p.find("://") + 3) if "://" in p else -1
         if i > 0 and len(opened.get(p[:i], ())) < MAX_OPEN:
             opened.setdefault(p[:i], set()).add(p[i:].rstrip("/") or "/")
-    asked = _remote_nodes_of(system).collect(system, members, self_address, opened, limit)
+    asked = system.extension(_RemoteNodesExtension).collect(
+        system, members, self_address, opened, limit
+    )
     now = time.monotonic()
     nodes: list[dict[str, Any]] = [
         {

@@ -199,7 +199,8 @@ class GunicornHooks:
         downed): the worker stops, so gunicorn starts a fresh one (a new node)."""
         if self.system is not system:
             return  # worker_exit terminated it: the normal way out
-        node = getattr(system, "cluster_node", None)
+        # A cluster node is the system's ref provider (one with a node id).
+        node = system.provider if system.provider.node_id is not None else None
         reason = getattr(node, "termination_reason", None) or "it was terminated by the application"
         log.error(
             "gactors: actor system %r terminated on its own in worker %s (%s); the worker "

@@ -57,8 +57,9 @@ except ImportError as _e:  # pragma: no cover - depends on the installation
         "gactors.contrib.prometheus needs prometheus_client: pip install 'gactors[prometheus]'"
     ) from _e
 
+from gactors._observer import observer_for
 from gactors.contrib import worker_system
-from gactors.contrib._observer import observer_for
+from gactors.contrib._members import cluster_members
 
 if TYPE_CHECKING:
     from gactors._eventstream import LogEvent
@@ -253,8 +254,6 @@ class ActorSystemMetrics:
         system = self.system
         if system.is_terminated:
             return
-        from gactors.contrib.dashboard import _cluster_members
-
         family = self._family
         name = system.name
         totals = self._observer.totals(max_age=0.0)
@@ -267,7 +266,7 @@ class ActorSystemMetrics:
         self._processed_seen = processed
         # The members as this node sees them (no I/O; gactors.cluster only imported
         # on a cluster node).
-        members = self._observer.in_hub(_cluster_members, system)
+        members = self._observer.in_hub(cluster_members, system)
         if members is not None:
             counts: dict[str, int] = {}
             for m in members:

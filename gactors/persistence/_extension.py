@@ -102,7 +102,7 @@ class Persistence:
         if not os.path.isabs(settings.path):
             settings = _with_path(settings, os.path.abspath(settings.path))
         self.settings = settings
-        self._clustered = getattr(system.settings, "cluster", None) is not None
+        self._clustered = "cluster" in (getattr(system.settings, "extension_tables", None) or {})
         self._stores: dict[str, Any] = {}
         self._batchers: dict[str, _Batcher] = {}
         self._creating = RLock()

@@ -34,6 +34,7 @@ import gevent
 
 from gactors import Actor, ActorSystem, Props, Terminated
 from gactors.cluster import register_message
+from gactors.cluster._extension import cluster_node
 
 
 @register_message(tag="tests.cluster.Order")
@@ -216,7 +217,7 @@ def _main() -> None:
     watcher = system.actor_of(Props(Watcher), "watcher")
 
     def on_terminated(_: Any) -> None:
-        node = system.cluster_node
+        node = cluster_node(system)
         emit({"terminated": True, "reason": getattr(node, "termination_reason", None)})
         os._exit(0)
 
@@ -256,7 +257,7 @@ def _main() -> None:
                 if ref is None:
                     from gactors._path import ActorPath
 
-                    ref = system.cluster_node.remote_ref(
+                    ref = cluster_node(system).remote_ref(
                         ActorPath.parse(cmd["path"], system.name), int(cmd.get("uid", 1))
                     )
                 watcher.ask(("watch", ref), timeout=5.0)

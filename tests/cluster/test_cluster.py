@@ -21,6 +21,7 @@ import pytest
 
 from gactors import Actor, ActorSystem, DeadLetter, Identify, Props, Terminated
 from gactors._messages import ActorIdentity
+from gactors.cluster._extension import cluster_node
 from gactors.exceptions import ConfigError
 from gactors.testkit import TestProbe, dilated
 
@@ -532,7 +533,7 @@ def test_messages_from_a_removed_node_are_quarantined(redis_url: str) -> None:
         target.expect_no_message(0.3)
         # b finds out at its next heartbeat and terminates itself
         assert b.await_termination(15)
-        assert "removed from the cluster" in (b.cluster_node.termination_reason or "")
+        assert "removed from the cluster" in (cluster_node(b).termination_reason or "")
     finally:
         b.terminate()
         a.terminate()

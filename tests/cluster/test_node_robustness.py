@@ -19,6 +19,7 @@ from gactors.testkit import TestProbe, dilated
 
 redis = pytest.importorskip("redis")
 from gactors.cluster import Cluster, MemberRemoved, UnreachableMember  # noqa: E402
+from gactors.cluster._extension import cluster_node  # noqa: E402
 from gactors.testkit._redis_server import RedisServer  # noqa: E402
 
 from ._nodeproc import NodeProc  # noqa: E402
@@ -97,7 +98,7 @@ def _clients(url: str, name: str | None = None) -> int:
 
 def test_terminate_leaks_no_greenlet_thread_or_connection(redis_url: str) -> None:
     system = ActorSystem(_name(), config={"cluster": dict(FAST, url=redis_url)})
-    node = system.cluster_node
+    node = cluster_node(system)
     me = f"gactors:{system.name}@{node.node_id}"
     assert _clients(redis_url, me) >= 2  # at least the reader's and the heartbeat's
     system.terminate()

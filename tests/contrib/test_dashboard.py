@@ -24,7 +24,8 @@ import pytest
 
 import gactors.contrib as contrib
 from gactors import Actor, ActorSystem, Directive, HubBlocked, OneForOneStrategy, Props
-from gactors.contrib.dashboard import DashboardApp, _cluster_members, _cluster_state
+from gactors.contrib._members import cluster_members
+from gactors.contrib.dashboard import DashboardApp, _cluster_state
 
 TOKEN = "s3cret-token"
 
@@ -473,7 +474,7 @@ def test_without_a_system_it_uses_the_worker_system(system: ActorSystem) -> None
 
 def test_no_cluster_no_cluster_import(system: ActorSystem) -> None:
     assert _cluster_state(system) is None
-    assert _cluster_members(system) is None
+    assert cluster_members(system) is None
     modules = "gactors.contrib.dashboard"
     if importlib.util.find_spec("prometheus_client") is not None:
         modules += ", gactors.contrib.prometheus"
@@ -559,7 +560,7 @@ def test_bind_parsing_and_loopback() -> None:
 @pytest.mark.parametrize("throughput", [1, 5, 100])
 def test_processed_messages_are_counted_exactly(throughput: int) -> None:
     """Full batches, batches ended by an empty mailbox and by failures all count."""
-    from gactors.contrib._observer import observer_for
+    from gactors._observer import observer_for
 
     done = gevent.event.Event()
 

@@ -267,16 +267,16 @@ def test_multiprocess_mode_adds_up_the_workers(tmp_path: Path) -> None:
 
 
 def test_cluster_members_by_status(system: ActorSystem, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Through the dashboard's members hook (stood in for here; the real one is tested
+    """Through contrib's members hook (stood in for here; the real one is tested
     with node processes in tests/cluster/test_dashboard_cluster.py)."""
-    import gactors.contrib.dashboard as dashboard
+    import gactors.contrib.prometheus as prometheus
 
     members = [
         {"address": "gactors://metrics@a", "status": "up", "roles": []},
         {"address": "gactors://metrics@b", "status": "up", "roles": []},
         {"address": "gactors://metrics@c", "status": "unreachable", "roles": []},
     ]
-    monkeypatch.setattr(dashboard, "_cluster_members", lambda s: members)
+    monkeypatch.setattr(prometheus, "cluster_members", lambda s: members)
     registry = CollectorRegistry()
     ActorSystemMetrics(system, registry=registry, interval=None)
     got = parse(generate_latest(registry).decode())

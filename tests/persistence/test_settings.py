@@ -141,3 +141,17 @@ def test_stores_come_from_their_entry_point_groups(monkeypatch: pytest.MonkeyPat
         plugins.unregister("journal", "ep-journal")
         monkeypatch.undo()
         plugins.refresh()
+
+
+def test_a_cluster_node_defaults_to_the_redis_store() -> None:
+    from types import SimpleNamespace
+
+    def node(tables: dict[str, Any]) -> Any:
+        return SimpleNamespace(name="n", settings=SimpleNamespace(extension_tables=tables))
+
+    clustered = Persistence(node({"cluster": object()}), PersistenceSettings())
+    # No "redis" store is registered yet: the error names it and the known stores.
+    with pytest.raises(PluginError, match=r"unknown journal 'redis'.*'memory'.*'sqlite'"):
+        _ = clustered.journal
+    plain = Persistence(node({}), PersistenceSettings(path=":memory:"))
+    assert plain.settings.store_ref("journal", plain._clustered) == "sqlite"

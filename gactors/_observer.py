@@ -1,4 +1,5 @@
-"""What the dashboard and the Prometheus metrics read: one observer per actor system.
+"""What the dashboard, the Prometheus metrics and the cluster's inspector read: the one
+place that observes an actor system (an extension: one observer per system).
 
 The observer subscribes to the event stream for the events that are not state but
 history (``DeadLetter``, ``HubBlocked`` and the supervisors' failure ``LogEvent``\\ s,
@@ -24,15 +25,14 @@ from __future__ import annotations
 
 import heapq
 import os
-import threading
 import time
-import weakref
 from collections import deque
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from gactors._dispatch import Dispatcher
 from gactors._eventstream import LogEvent
+from gactors._extension import ExtensionId
 from gactors._messages import DeadLetter, HubBlocked
 from gactors._text import safe_str
 from gactors._threads import get_ident
@@ -44,7 +44,15 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 P = ParamSpec("P")
 
-__all__ = ["MAX_WALK", "TOTALS_TTL", "WALK_SHARE", "SystemObserver", "local_path", "observer_for"]
+__all__ = [
+    "MAX_WALK",
+    "TOTALS_TTL",
+    "WALK_SHARE",
+    "ObserverExtension",
+    "SystemObserver",
+    "local_path",
+    "observer_for",
+]
 
 MAX_WALK = 200_000
 """Cells the full walk visits at most (beyond: totals are marked ``truncated``)."""
@@ -70,17 +78,17 @@ _STACK_CHARS = 4000
 
 _WORKER_LOOP_CODE = Dispatcher._run.__code__  # noqa: SLF001  identifies the worker loop's frames
 
-_observers: weakref.WeakKeyDictionary[ActorSystem, SystemObserver] = weakref.WeakKeyDictionary()
-_observers_lock = threading.Lock()
+
+class ObserverExtension(ExtensionId["SystemObserver"]):
+    """The observer of a system, created (and subscribed) on first use."""
+
+    def create(self, system: ActorSystem) -> SystemObserver:
+        return SystemObserver(system)
 
 
 def observer_for(system: ActorSystem) -> SystemObserver:
     """The observer of ``system``, created (and subscribed) on first use."""
-    with _observers_lock:
-        obs = _observers.get(system)
-        if obs is None:
-            obs = _observers[system] = SystemObserver(system)
-    return obs
+    return system.extension(ObserverExtension)
 
 
 def local_path(path: str) -> str:
