@@ -19,17 +19,24 @@ method below with a compatible signature. Every built-in class declares its inte
 * :class:`ISerializer` -- turns the messages sent to other cluster nodes into bytes
   and back (docs/cluster/concepts.md, "Serialization"). The built-ins are
   ``"msgpack"`` (the default) and ``"pickle"`` (trusted networks only).
+* :class:`IJournal`, :class:`ISnapshotStore`, :class:`IDurableStateStore` -- where
+  :mod:`gactors.persistence` keeps events, snapshots and durable states
+  (docs/persistence.md). The built-ins are ``"sqlite"`` and ``"memory"``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from zope.interface import Attribute, Interface
 
 __all__ = [
     "IBackoffPolicy",
+    "IDurableStateStore",
+    "IJournal",
     "ISerializer",
+    "ISnapshotStore",
     "ISupervisorStrategy",
     "ISupervisorStrategyConfigurator",
 ]
@@ -135,3 +142,140 @@ class ISerializer(Interface):
 
     def decode(data: bytes) -> Any:
         """Return the object encoded in ``data`` (bytes)."""
+
+
+# -- persistence stores --------------------------------------------------------------------------
+_STORE_CONTRACT = """
+    A store is made by a factory ``(settings, system) -> store`` registered with
+    :func:`gactors.plugins.register_journal` (``register_snapshot_store``,
+    ``register_state_store``); ``settings`` is the system's
+    :class:`gactors.persistence.PersistenceSettings`. One object may provide all three
+    interfaces (the built-ins do).
+
+    **Blocking.** Every method is called from a greenlet of the system's hub thread and
+    may block *that greenlet* (gevent-friendly I/O, or a real thread through gevent's
+    threadpool), never the hub: other actors run while a store waits for its disk or
+    its server. Per kind, ``gactors.persistence`` makes one ``write_batch`` call at a
+    time (the next batch gathers meanwhile). A store providing both
+    :class:`IJournal` and :class:`IDurableStateStore` gets their batches in separate
+    calls (all ``AtomicWrite``\\ s or all ``StateWrite``\\ s), which may overlap:
+    one writer connection then needs a lock (the SQLite store has one); so may
+    snapshot writes and deletions, which are not batched.
+"""
+
+
+class IJournal(Interface):
+    __doc__ = (
+        """Keeps the events of persistent actors (``PersistentActor``).
+"""
+        + _STORE_CONTRACT
+        + """
+    **Batching.** The writes that actors make during one turn of the hub reach the
+    journal as one :meth:`write_batch` call (the next batch gathers while one is being
+    written), so a store can do them in one transaction or one round trip: the SQLite
+    store commits a batch as one transaction; a Redis store sends one Lua script call
+    per write (the script checks the sequence number and the fence and appends, all
+    atomically, the keys of one persistence id sharing one ``{hash tag}``), the whole
+    batch pipelined in one round trip, and maps each script's error reply to the
+    exception of that write.
+
+    How a Redis journal fits, write by write: the keys of one persistence id share a
+    hash tag (``{pid}``: events, highest sequence number, highest token), so one script
+    may touch them all, also on Redis Cluster; the script compares the stored highest
+    number with ``after_sequence_nr`` and the stored token with ``fencing_token``,
+    returns an error reply (conflict or fenced, with the stored values) without
+    writing anything, or appends the payloads and updates the number and the token.
+    ``wait_replicas`` is one ``WAIT`` after the batch's pipeline, before the results are
+    returned; :meth:`replay` reads in pages of bounded size.
+"""
+    )
+
+    def write_batch(writes: Sequence[Any]) -> list[Any]:
+        """Store each :class:`~gactors.persistence.AtomicWrite` of the sequence
+        ``writes`` (any number of persistence ids; at most one write per id per batch)
+        all-or-nothing, and return a list with one entry per write, in order: ``None``
+        when it is stored, else the exception refusing it, nothing of it stored --
+        :class:`~gactors.persistence.PersistenceConflict` when the id's highest stored
+        sequence number is not ``after_sequence_nr``,
+        :class:`~gactors.persistence.FencedError` when ``fencing_token`` is lower than
+        the highest token stored for the id (a write with a token stores it as the new
+        highest), :class:`~gactors.persistence.WriteRejected` for what the store will
+        not hold. The checks and the write are one atomic step per write. Raising
+        instead (the store is unreachable, the transaction failed) fails every write of
+        the batch; whether any of them was stored is then unknown to the writer, which
+        stops and recovers."""
+
+    def replay(
+        persistence_id: str, from_sequence_nr: int, to_sequence_nr: int, max_count: int
+    ) -> list[Any]:
+        """The stored events of ``persistence_id`` from ``from_sequence_nr`` up to
+        ``to_sequence_nr`` (None: no bound), at most ``max_count`` of them (None: all),
+        in order, as a list of :class:`~gactors.persistence.StoredEvent`."""
+
+    def highest_sequence_nr(persistence_id: str) -> int:
+        """The highest sequence number ever stored for ``persistence_id`` (0: none),
+        also after its events were deleted."""
+
+    def delete_to(persistence_id: str, to_sequence_nr: int, fencing_token: int | None) -> None:
+        """Delete the events of ``persistence_id`` up to ``to_sequence_nr``; the highest
+        sequence number is kept. Refused like a write when ``fencing_token`` is stale."""
+
+    def persistence_ids() -> list[str]:
+        """Every persistence id the journal has stored events for (a list of str)."""
+
+    def close() -> None:
+        """Release connections and files; called once per factory call when the actor
+        system terminates."""
+
+
+class ISnapshotStore(Interface):
+    __doc__ = (
+        """Keeps the snapshots of persistent actors.
+"""
+        + _STORE_CONTRACT
+    )
+
+    def save(
+        persistence_id: str,
+        sequence_nr: int,
+        timestamp: float,
+        payload: bytes,
+        fencing_token: int | None,
+    ) -> None:
+        """Store ``payload`` (bytes) as the snapshot of ``persistence_id`` after event
+        ``sequence_nr`` (replacing one at the same number). Raises
+        :class:`~gactors.persistence.FencedError` when ``fencing_token`` is stale."""
+
+    def load(persistence_id: str, max_sequence_nr: int | None) -> Any:
+        """The latest :class:`~gactors.persistence.StoredSnapshot` of
+        ``persistence_id`` at or before ``max_sequence_nr`` (None: any), or None."""
+
+    def delete(persistence_id: str, max_sequence_nr: int) -> None:
+        """Delete the snapshots of ``persistence_id`` at or before ``max_sequence_nr``."""
+
+    def close() -> None:
+        """As :meth:`IJournal.close`."""
+
+
+class IDurableStateStore(Interface):
+    __doc__ = (
+        """Keeps the states of durable-state actors (``DurableStateActor``).
+"""
+        + _STORE_CONTRACT
+        + """
+    Writes are batched as for :class:`IJournal`.
+"""
+    )
+
+    def write_batch(writes: Sequence[Any]) -> list[Any]:
+        """Store each :class:`~gactors.persistence.StateWrite` of ``writes`` and return
+        one entry per write as :meth:`IJournal.write_batch` does: refused with
+        :class:`~gactors.persistence.PersistenceConflict` unless the stored revision is
+        ``after_revision`` (0: nothing stored), with
+        :class:`~gactors.persistence.FencedError` for a stale token."""
+
+    def get(persistence_id: str) -> Any:
+        """The :class:`~gactors.persistence.StoredState` of ``persistence_id`` or None."""
+
+    def close() -> None:
+        """As :meth:`IJournal.close`."""

@@ -1,7 +1,7 @@
 """The plugin registry: supervisor strategies, guardian configurators, backoff policies,
-serializers.
+serializers, persistence stores.
 
-Four kinds of plugins exist, each with its interface in :mod:`gactors.interfaces`:
+Seven kinds of plugins exist, each with its interface in :mod:`gactors.interfaces`:
 
 ====================  ========================================  ============================
 kind                  what is registered                        entry-point group
@@ -16,7 +16,16 @@ kind                  what is registered                        entry-point grou
 ``"serializer"``      an :class:`ISerializer` provider, or a      ``gactors.serializers``
                       class implementing it (instantiated on
                       every lookup)
+``"journal"``         a factory ``(settings, system) ->         ``gactors.journals``
+                      IJournal``
+``"snapshot_store"``  a factory ``(settings, system) ->         ``gactors.snapshot_stores``
+                      ISnapshotStore``
+``"state_store"``     a factory ``(settings, system) ->         ``gactors.state_stores``
+                      IDurableStateStore``
 ====================  ========================================  ============================
+
+A store factory that is a class is verified with ``verifyClass`` when it is registered;
+what any store factory returns is verified when it is called (:func:`create_store`).
 
 Registration (``register_*``) verifies the object with ``zope.interface.verify`` and
 raises :class:`~gactors.PluginError` naming what is missing; a name already taken
@@ -58,7 +67,10 @@ from zope.interface.verify import verifyClass, verifyObject
 from gactors.exceptions import PluginError
 from gactors.interfaces import (
     IBackoffPolicy,
+    IDurableStateStore,
+    IJournal,
     ISerializer,
+    ISnapshotStore,
     ISupervisorStrategy,
     ISupervisorStrategyConfigurator,
 )
@@ -68,15 +80,22 @@ __all__ = [
     "KINDS",
     "Kind",
     "create_backoff_policy",
+    "create_store",
     "get_backoff_policy",
     "get_configurator",
+    "get_journal",
     "get_serializer",
+    "get_snapshot_store",
+    "get_state_store",
     "get_strategy",
     "names",
     "refresh",
     "register_backoff_policy",
     "register_configurator",
+    "register_journal",
     "register_serializer",
+    "register_snapshot_store",
+    "register_state_store",
     "register_strategy",
     "resolve",
     "resolve_backoff_policy",
@@ -89,8 +108,25 @@ __all__ = [
 
 _log = logging.getLogger("gactors.plugins")
 
-Kind = Literal["strategy", "configurator", "backoff_policy", "serializer"]
-KINDS: tuple[Kind, ...] = ("strategy", "configurator", "backoff_policy", "serializer")
+Kind = Literal[
+    "strategy",
+    "configurator",
+    "backoff_policy",
+    "serializer",
+    "journal",
+    "snapshot_store",
+    "state_store",
+]
+KINDS: tuple[Kind, ...] = (
+    "strategy",
+    "configurator",
+    "backoff_policy",
+    "serializer",
+    "journal",
+    "snapshot_store",
+    "state_store",
+)
+_STORE_KINDS: tuple[Kind, ...] = ("journal", "snapshot_store", "state_store")
 """The plugin kinds, as accepted by :func:`names`, :func:`resolve` and :func:`unregister`."""
 
 GROUPS: dict[Kind, str] = {
@@ -98,6 +134,9 @@ GROUPS: dict[Kind, str] = {
     "configurator": "gactors.configurators",
     "backoff_policy": "gactors.backoff_policies",
     "serializer": "gactors.serializers",
+    "journal": "gactors.journals",
+    "snapshot_store": "gactors.snapshot_stores",
+    "state_store": "gactors.state_stores",
 }
 """The entry-point group of each kind."""
 
@@ -106,12 +145,18 @@ _INTERFACE: dict[Kind, InterfaceClass] = {
     "configurator": ISupervisorStrategyConfigurator,
     "backoff_policy": IBackoffPolicy,
     "serializer": ISerializer,
+    "journal": IJournal,
+    "snapshot_store": ISnapshotStore,
+    "state_store": IDurableStateStore,
 }
 _LABEL: dict[Kind, str] = {
     "strategy": "supervisor strategy",
     "configurator": "supervisor strategy configurator",
     "backoff_policy": "backoff policy",
     "serializer": "serializer",
+    "journal": "journal",
+    "snapshot_store": "snapshot store",
+    "state_store": "durable state store",
 }
 
 
@@ -134,11 +179,26 @@ class _ISerializerPlugin(Interface):
     """Registry key of serializers."""
 
 
+class _IJournalPlugin(Interface):
+    """Registry key of journal factories."""
+
+
+class _ISnapshotStorePlugin(Interface):
+    """Registry key of snapshot store factories."""
+
+
+class _IStateStorePlugin(Interface):
+    """Registry key of durable state store factories."""
+
+
 _KEY: dict[Kind, type[Interface]] = {
     "strategy": _IStrategyPlugin,
     "configurator": _IConfiguratorPlugin,
     "backoff_policy": _IBackoffPolicyPlugin,
     "serializer": _ISerializerPlugin,
+    "journal": _IJournalPlugin,
+    "snapshot_store": _ISnapshotStorePlugin,
+    "state_store": _IStateStorePlugin,
 }
 
 # Built-in plugins registered by reference and imported on first lookup, like entry
@@ -149,9 +209,25 @@ _BUILTIN_LAZY: dict[Kind, dict[str, str]] = {
         "msgpack": "gactors.cluster._serialization:MsgpackSerializer",
         "pickle": "gactors.cluster._serialization:PickleSerializer",
     },
+    # The stores: sqlite3 and the encoder are imported only by a system that persists.
+    "journal": {
+        "memory": "gactors.persistence._memory:memory_store",
+        "sqlite": "gactors.persistence._sqlite:sqlite_store",
+    },
+    "snapshot_store": {
+        "memory": "gactors.persistence._memory:memory_store",
+        "sqlite": "gactors.persistence._sqlite:sqlite_store",
+    },
+    "state_store": {
+        "memory": "gactors.persistence._memory:memory_store",
+        "sqlite": "gactors.persistence._sqlite:sqlite_store",
+    },
 }
 
-BUILTIN_EXTENSIONS: dict[str, str] = {"cluster": "gactors.cluster._extension:ClusterNodeExtension"}
+BUILTIN_EXTENSIONS: dict[str, str] = {
+    "cluster": "gactors.cluster._extension:ClusterNodeExtension",
+    "persistence": "gactors.persistence._extension:PersistenceExtension",
+}
 """Built-in extensions that own a settings table: settings key -> ``"module:Name"`` of
 the :class:`~gactors.ExtensionId` subclass, imported when a system's settings have that
 table (like an entry point of group ``gactors.extensions``, which third parties use)."""
@@ -369,6 +445,20 @@ def _verify(iface: InterfaceClass, obj: Any, what: str, *, as_class: bool) -> No
 def _check(kind: Kind, obj: Any, what: str, name: str | None = None) -> None:
     """Verify a plugin object of ``kind`` to be registered as ``name`` (raises PluginError)."""
     iface = _INTERFACE[kind]
+    if kind in _STORE_KINDS:
+        if isinstance(obj, type):
+            _verify(iface, obj, what, as_class=True)
+        elif iface.providedBy(obj) and not callable(obj):
+            raise PluginError(
+                f"{what} is a store instance; register a factory (settings, system) -> "
+                f"{iface.__name__} instead, such as its class or a function returning it"
+            )
+        elif not callable(obj):
+            raise PluginError(
+                f"{what} is not callable: a store is registered as a factory "
+                f"(settings, system) -> {iface.__name__}"
+            )
+        return
     if kind == "backoff_policy":
         if isinstance(obj, type):
             _verify(iface, obj, what, as_class=True)
@@ -671,3 +761,57 @@ def create_backoff_policy(
         except TypeError:
             pass
     return policy
+
+
+# -- persistence stores ----------------------------------------------------------------------
+def register_journal(name: str, factory: Any, *, replace: bool = False) -> None:
+    """Register a journal factory ``(settings, system) -> IJournal`` under ``name`` (the
+    ``persistence.journal`` setting names it). A class is verified now; what any
+    factory returns is verified when it is called."""
+    _register("journal", name, factory, replace)
+
+
+def register_snapshot_store(name: str, factory: Any, *, replace: bool = False) -> None:
+    """Register a snapshot store factory ``(settings, system) -> ISnapshotStore`` under
+    ``name`` (the ``persistence.snapshot_store`` setting), verified as for
+    :func:`register_journal`."""
+    _register("snapshot_store", name, factory, replace)
+
+
+def register_state_store(name: str, factory: Any, *, replace: bool = False) -> None:
+    """Register a durable state store factory ``(settings, system) ->
+    IDurableStateStore`` under ``name`` (the ``persistence.state_store`` setting),
+    verified as for :func:`register_journal`."""
+    _register("state_store", name, factory, replace)
+
+
+def get_journal(name: str) -> Callable[[Any, Any], Any]:
+    """The journal factory registered as ``name``."""
+    return cast("Callable[[Any, Any], Any]", _get("journal", name))
+
+
+def get_snapshot_store(name: str) -> Callable[[Any, Any], Any]:
+    """The snapshot store factory registered as ``name``."""
+    return cast("Callable[[Any, Any], Any]", _get("snapshot_store", name))
+
+
+def get_state_store(name: str) -> Callable[[Any, Any], Any]:
+    """The durable state store factory registered as ``name``."""
+    return cast("Callable[[Any, Any], Any]", _get("state_store", name))
+
+
+def create_store(kind: Kind, ref: Any, settings: Any, system: Any) -> Any:
+    """Resolve the store plugin ``ref`` of ``kind`` (``"journal"``,
+    ``"snapshot_store"``, ``"state_store"``: a name, a ``"package.module:Name"`` path or
+    a factory), call it with ``(settings, system)`` and verify what it returns."""
+    if kind not in _STORE_KINDS:
+        raise ValueError(f"{kind!r} is not a store kind (one of {', '.join(_STORE_KINDS)})")
+    factory = resolve(kind, ref)
+    store = factory(settings, system)
+    _verify(
+        _INTERFACE[kind],
+        store,
+        f"{_LABEL[kind]} {store!r} made by {ref!r}",
+        as_class=False,
+    )
+    return store

@@ -24,6 +24,10 @@ it such a failure is only logged and the test passes.
 * ``redis_server`` — a private :class:`~gactors.testkit._redis_server.RedisServer`
   for one test (fault tests stop, kill and restart it).
 * ``redis_key_prefix`` — a key prefix unique to the test.
+* ``memory_persistence`` — a :class:`~gactors.testkit.persistence.MemoryPersistence`:
+  the process's ``"memory"`` persistence store, cleared before and after the test,
+  with fault injection (``fail_next_write``, ``reject_next_write``); its ``config`` is
+  the ``persistence`` settings table that selects it.
 
 Without any server the Redis fixtures skip the test with a message saying how to get
 one — except when ``CI`` or ``GACTORS_TEST_REQUIRE_REDIS`` is set in the environment:
@@ -55,6 +59,7 @@ from gactors.testkit._redis_server import (
 __all__ = [
     "actor_system",
     "actor_system_config",
+    "memory_persistence",
     "probe",
     "redis_key_prefix",
     "redis_server",
@@ -188,6 +193,20 @@ def actor_system(
                 pytrace=False,
             )
         _fail_on_unexpected(node, "while the system terminated")
+
+
+@pytest.fixture
+def memory_persistence() -> Iterator[Any]:
+    """The ``"memory"`` persistence store, cleared around the test (needs msgspec)."""
+    # Imported here: the plugin is loaded in every project, persistence needs msgspec.
+    from gactors.testkit.persistence import MemoryPersistence
+
+    handle = MemoryPersistence()
+    handle.clear()
+    try:
+        yield handle
+    finally:
+        handle.clear()
 
 
 @pytest.fixture

@@ -1,0 +1,237 @@
+"""The persistence extension: one :class:`Persistence` per actor system.
+
+It owns the system's stores (made from the ``persistence`` settings table through
+the plugin registry, on first use) and the two *batchers* that give stores their
+writes: every write an actor makes goes into a queue; one flusher greenlet per queue
+hands everything queued to the store in one ``write_batch`` call, and while that call
+waits for the disk or the server, the next batch gathers. Writes of many actors made in
+one turn of the hub thus reach the store together, and a store that needs one
+transaction (SQLite) or one round trip (Redis) per batch scales with concurrency.
+Results come back to the actors as messages, so nothing here ever blocks an actor or
+the hub.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import gevent
+from gevent.lock import RLock
+
+from gactors import plugins
+from gactors._extension import ExtensionId
+from gactors.persistence._model import PersistenceError
+from gactors.persistence._settings import PersistenceSettings, load_persistence_settings
+
+if TYPE_CHECKING:
+    from gactors._system import ActorSystem
+
+__all__ = ["Persistence", "PersistenceExtension", "persistence_of"]
+
+_log = logging.getLogger("gactors.persistence")
+
+Callback = Callable[[Any], None]
+
+
+class _Batcher:
+    """Gathers writes for one store method and calls it with a batch at a time."""
+
+    __slots__ = ("_flusher", "_name", "_queue", "_timeout", "_write")
+
+    def __init__(self, name: str, write: Callable[[list[Any]], list[Any]], timeout: float) -> None:
+        self._name = name
+        self._write = write
+        self._timeout = timeout
+        self._queue: list[tuple[Any, Callback]] = []
+        self._flusher: Any = None
+
+    def submit(self, write: Any, callback: Callback) -> None:
+        self._queue.append((write, callback))
+        if self._flusher is None:
+            # Spawned, not run now: it starts in the next turn of the hub, after every
+            # actor scheduled in this one had its chance to add its writes.
+            self._flusher = gevent.spawn(self._run)
+
+    def _run(self) -> None:
+        try:
+            while self._queue:
+                batch, self._queue = self._queue, []
+                results = self._write_batch([w for w, _ in batch])
+                for (_, callback), result in zip(batch, results, strict=True):
+                    try:
+                        callback(result)
+                    except Exception:  # pragma: no cover - callbacks only tell
+                        _log.exception("persistence: a write callback failed")
+        finally:
+            self._flusher = None
+
+    def _write_batch(self, writes: list[Any]) -> list[Any]:
+        n = len(writes)
+        try:
+            with gevent.Timeout(self._timeout, False):
+                results = self._write(writes)
+                if not isinstance(results, list) or len(results) != n:
+                    err = PersistenceError(
+                        f"the {self._name} returned {results!r} for a batch of {n} writes "
+                        "(expected a list with one entry per write)"
+                    )
+                    return [err] * n
+                return results
+            timeout = PersistenceError(
+                f"the {self._name} did not confirm a batch of {n} writes within "
+                f"{self._timeout} s (setting persistence.write_timeout)"
+            )
+            return [timeout] * n
+        except Exception as e:
+            _log.warning("persistence: the %s failed a batch of %d writes: %r", self._name, n, e)
+            return [e] * n
+
+
+class Persistence:
+    """The persistence of one actor system: its settings and stores.
+
+    ``Persistence.get(system)`` (or ``system.extension(PersistenceExtension)``) returns
+    it; stores are created on first use.
+    """
+
+    def __init__(self, system: ActorSystem, settings: PersistenceSettings) -> None:
+        self.system = system
+        if not os.path.isabs(settings.path):
+            settings = _with_path(settings, os.path.abspath(settings.path))
+        self.settings = settings
+        self._clustered = "cluster" in (getattr(system.settings, "extension_tables", None) or {})
+        self._stores: dict[str, Any] = {}
+        self._batchers: dict[str, _Batcher] = {}
+        self._creating = RLock()
+        self._closed = False
+
+    @classmethod
+    def get(cls, system: ActorSystem) -> Persistence:
+        """The persistence of ``system`` (created on first use)."""
+        return persistence_of(system)
+
+    # -- stores ------------------------------------------------------------------------------
+    def _store(self, kind: str) -> Any:
+        store = self._stores.get(kind)
+        if store is None:
+            # One greenlet makes it, the others wait for it: a factory may block (the
+            # SQLite store opens its file in a thread), and a thousand actors recovering
+            # at once must not make a thousand stores.
+            with self._creating:
+                store = self._stores.get(kind)
+                if store is None:
+                    if self._closed:
+                        raise PersistenceError(f"the persistence of {self.system.name!r} is closed")
+                    ref = self.settings.store_ref(kind, self._clustered)
+                    store = plugins.create_store(kind, ref, self.settings, self.system)  # type: ignore[arg-type]
+                    self._stores[kind] = store
+        return store
+
+    @property
+    def journal(self) -> Any:
+        """The system's :class:`~gactors.interfaces.IJournal`."""
+        return self._store("journal")
+
+    @property
+    def snapshot_store(self) -> Any:
+        """The system's :class:`~gactors.interfaces.ISnapshotStore`."""
+        return self._store("snapshot_store")
+
+    @property
+    def state_store(self) -> Any:
+        """The system's :class:`~gactors.interfaces.IDurableStateStore`."""
+        return self._store("state_store")
+
+    # -- writes and reads --------------------------------------------------------------------
+    def _batcher(self, kind: str) -> _Batcher:
+        b = self._batchers.get(kind)
+        if b is None:
+            # The store is made (and opened) in the flusher's greenlet, never in the
+            # actor's: opening a file or a connection must not hold up a dispatcher.
+            def write(writes: list[Any]) -> list[Any]:
+                return self._store(kind).write_batch(writes)  # type: ignore[no-any-return]
+
+            b = self._batchers[kind] = _Batcher(
+                plugins._LABEL[kind],  # type: ignore[index]  # noqa: SLF001
+                write,
+                self.settings.write_timeout,
+            )
+        return b
+
+    def write_events(self, write: Any, callback: Callback) -> None:
+        """Queue an :class:`AtomicWrite`; ``callback(None | exception)`` runs in the hub
+        thread once the journal answered."""
+        self._batcher("journal").submit(write, callback)
+
+    def write_state(self, write: Any, callback: Callback) -> None:
+        """Queue a :class:`StateWrite`, answered like :meth:`write_events`."""
+        self._batcher("state_store").submit(write, callback)
+
+    def run(self, what: str, fn: Callable[[], Any], callback: Callable[[Any, Any], None]) -> None:
+        """Run the store call ``fn`` in a greenlet of its own, bounded by
+        ``write_timeout``; then ``callback(result, None)`` or ``callback(None, error)``."""
+        timeout = self.settings.write_timeout
+
+        def go() -> None:
+            try:
+                with gevent.Timeout(timeout, False):
+                    result = fn()
+                    callback(result, None)
+                    return
+                callback(
+                    None,
+                    PersistenceError(
+                        f"{what} did not finish within {timeout} s "
+                        "(setting persistence.write_timeout)"
+                    ),
+                )
+            except Exception as e:
+                callback(None, e)
+
+        gevent.spawn(go)
+
+    def close(self) -> None:
+        """Close the stores: once per factory call (a store object serving several
+        kinds is closed once per kind, as it was made once per kind)."""
+        self._closed = True
+        for store in self._stores.values():
+            try:
+                store.close()
+            except Exception:
+                _log.exception("persistence: closing %r failed", store)
+        self._stores.clear()
+        self._batchers.clear()
+
+
+def _with_path(settings: PersistenceSettings, path: str) -> PersistenceSettings:
+    from dataclasses import replace
+
+    return replace(settings, path=path)
+
+
+class PersistenceExtension(ExtensionId[Persistence]):
+    """The persistence extension (SPEC section 11): owns the ``persistence`` settings
+    table; ``system.extension(PersistenceExtension)`` is :meth:`Persistence.get`."""
+
+    settings_key = "persistence"
+
+    def validate_settings(self, table: Any) -> PersistenceSettings:
+        """The ``persistence`` table as :class:`PersistenceSettings` (``ConfigError``
+        naming a bad key)."""
+        return load_persistence_settings(table)
+
+    def create(self, system: ActorSystem) -> Persistence:
+        """The system's :class:`Persistence`; its stores close when the system has
+        terminated (persistent actors write until they stop)."""
+        tables = getattr(system.settings, "extension_tables", None) or {}
+        p = Persistence(system, load_persistence_settings(tables.get("persistence")))
+        system.register_on_termination(p.close)
+        return p
+
+
+def persistence_of(system: ActorSystem) -> Persistence:
+    """The :class:`Persistence` of ``system``, created on first use."""
+    return system.extension(PersistenceExtension)
