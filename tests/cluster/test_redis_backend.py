@@ -268,11 +268,27 @@ def test_a_full_inbox_refuses_new_batches_and_drops_nothing_unread(
     assert got == [SENT] * 5 + [FULL] * 3
     assert raw.xlen(backend.inbox_key("n1")) == 5  # never trimmed by a sender
     assert reader.read(1000, 3) == [b"0", b"1", b"2"]
-    # What was read is trimmed with the next read, which makes room again.
-    assert reader.read(1000, 1) == [b"3"]
-    assert raw.xlen(backend.inbox_key("n1")) == 2
-    assert outbox.send([("n1", b"x")] * 4, max_unread=5) == [SENT, SENT, SENT, FULL]
-    assert reader.read(1000, 10) == [b"4", b"x", b"x", b"x"]
+    assert reader.read(1000, 10) == [b"3", b"4"]
+    # What was read is trimmed with a later read (every 64 entries, or once a read
+    # found the inbox empty), which makes room again.
+    assert raw.xlen(backend.inbox_key("n1")) == 5
+    assert reader.read(50, 10) == []
+    assert reader.read(50, 10) == []  # carries the trim
+    assert raw.xlen(backend.inbox_key("n1")) == 0
+    assert outbox.send([("n1", b"x")] * 6, max_unread=5) == [SENT] * 5 + [FULL]
+    assert reader.read(1000, 10) == [b"x"] * 5
+
+
+def test_the_reader_trims_what_it_read_every_64_entries(
+    backend: RedisBackend, raw: redis.Redis
+) -> None:
+    outbox, reader = backend.outbox(), backend.inbox_reader("n1")
+    outbox.send([("n1", b"%d" % i) for i in range(100)])
+    for i in range(64):
+        assert reader.read(1000, 1) == [b"%d" % i]
+    assert raw.xlen(backend.inbox_key("n1")) == 100  # nothing trimmed yet
+    assert reader.read(1000, 1) == [b"64"]  # this read trimmed the first 64
+    assert raw.xlen(backend.inbox_key("n1")) == 36
 
 
 def test_an_error_reply_midway_leaves_the_connection_clean(
@@ -1013,8 +1029,7 @@ def test_sentinel_managed_server_and_a_failover(
                     gevent.sleep(0.1)
             assert got == [b"after"], errors
             # and it went to the new master, not to the demoted one
-            # ("before" was trimmed there by the read that returned "after")
             stream = replica_client.xrange(backend.inbox_key("n1"))
-            assert [fields[b"d"] for _id, fields in stream] == [b"after"]
+            assert [fields[b"d"] for _id, fields in stream] == [b"before", b"after"]
             watcher.close()
         replica_client.close()
