@@ -36,10 +36,12 @@ from gactors._messages import NotInfluenceReceiveTimeout
 if TYPE_CHECKING:
     from gevent.hub import Hub
 
-    from gactors._cell import ActorCell
     from gactors._ref import ActorRef
+    from gactors._spi import CellSPI
 
-AutoHandler = Callable[["ActorCell", Any], None]
+# The handlers take the cell the system made (an ActorCell, which the dispatcher sees
+# as a CellSPI): typed by what they accept, not narrowed here.
+AutoHandler = Callable[[Any, Any], None]
 
 __all__ = ["LINGER", "YIELD_INTERVAL", "Dispatcher", "Worker"]
 
@@ -59,7 +61,7 @@ class Worker(greenlet):  # type: ignore[misc]
 
     __slots__ = ("cell", "dispatcher")
 
-    cell: ActorCell | None
+    cell: CellSPI | None
     dispatcher: Dispatcher
 
 
@@ -146,7 +148,7 @@ class Dispatcher:
         self,
         hub: Hub,
         throughput: int,
-        on_fatal: Callable[[ActorCell, BaseException], None],
+        on_fatal: Callable[[Any, BaseException], None],
         auto_received: Mapping[type, AutoHandler],
         dead_letters: ActorRef,
         name: str = "default",
@@ -158,7 +160,7 @@ class Dispatcher:
         self.throughput = throughput
         self._hub = hub
         self._run_callback = hub.loop.run_callback
-        self.ready: deque[ActorCell] = deque()
+        self.ready: deque[CellSPI] = deque()
         self._on_fatal = on_fatal
         self._auto_get = auto_received.get
         self._dead_letters = dead_letters
@@ -188,7 +190,7 @@ class Dispatcher:
         self._parks_seen = 0  # _parks at the previous tick
 
     # -- scheduling (hub thread only) ---------------------------------------------------------
-    def schedule(self, cell: ActorCell) -> None:
+    def schedule(self, cell: CellSPI) -> None:
         """Queue an idle cell that has work. Never blocks and never switches."""
         cell.scheduled = True
         self.ready.append(cell)
@@ -473,7 +475,7 @@ class Dispatcher:
             self.armed = True
             self._run_callback(self._watchdog)
 
-    def _requeue(self, cell: ActorCell, more: bool) -> None:
+    def _requeue(self, cell: CellSPI, more: bool) -> None:
         if more:
             self.ready.append(cell)
         else:

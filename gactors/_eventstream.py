@@ -10,8 +10,8 @@ from gactors._ref import ActorRef
 from gactors._threads import get_ident
 
 if TYPE_CHECKING:
+    from gactors._spi import SystemSPI
     from gactors._supervision import Directive
-    from gactors._system import ActorSystem
 
 __all__ = ["EventStream", "LogEvent"]
 
@@ -61,7 +61,7 @@ class EventStream:
     subclasses.
     """
 
-    def __init__(self, system: ActorSystem) -> None:
+    def __init__(self, system: SystemSPI) -> None:
         self._system = system
         self._subs: list[tuple[type, Subscriber]] = []
         self._cache: dict[type, tuple[Subscriber, ...]] = {}

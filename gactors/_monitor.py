@@ -273,7 +273,8 @@ def _worker_cell(greenlet: Any) -> ActorCell | None:
     g = greenlet
     while g is not None:
         if type(g) is Worker:
-            return g.cell
+            cell = g.cell
+            return cell if isinstance(cell, ActorCell) else None
         g = getattr(g, "parent", None)
     return None
 

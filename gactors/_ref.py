@@ -24,9 +24,8 @@ from gactors._threads import get_ident
 from gactors.exceptions import AskTimeoutError, IllegalStateError, InvalidMessageException
 
 if TYPE_CHECKING:
-    from gactors._cell import ActorCell
+    from gactors._spi import CellSPI, SystemSPI
     from gactors._sysmsg import SystemMessage
-    from gactors._system import ActorSystem
 
 __all__ = ["ActorRef", "DeadLettersRef", "EmptyLocalActorRef", "LocalActorRef", "PromiseRef"]
 
@@ -57,7 +56,7 @@ class ActorRef:
 
     __slots__ = ("__weakref__", "_path", "_system", "_uid")
 
-    def __init__(self, system: ActorSystem, path: ActorPath, uid: int) -> None:
+    def __init__(self, system: SystemSPI, path: ActorPath, uid: int) -> None:
         self._system = system
         self._path = path
         self._uid = uid
@@ -217,7 +216,7 @@ class LocalActorRef(ActorRef):
 
     __slots__ = ("_cell",)
 
-    def __init__(self, cell: ActorCell, path: ActorPath | None) -> None:
+    def __init__(self, cell: CellSPI, path: ActorPath | None) -> None:
         # path None: made on first use (see the property).
         ActorRef.__init__(self, cell.system, path, cell.uid)  # type: ignore[arg-type]
         self._cell = cell
@@ -278,7 +277,7 @@ class LocalActorRef(ActorRef):
         self._cell.send_system(message)
 
 
-def _build_path(cell: ActorCell) -> ActorPath:
+def _build_path(cell: CellSPI) -> ActorPath:
     """The path of ``cell``, made along with its ancestors' that were not made yet.
 
     A loop, not a recursion through the parents' ``path``: a tree thousands of levels
@@ -355,7 +354,7 @@ class PromiseRef(ActorRef):
     __slots__ = ("_future", "_message", "_target", "deadline", "on_system", "queue")
 
     def __init__(
-        self, system: ActorSystem, future: Future[Any], target: ActorRef | None, message: Any
+        self, system: SystemSPI, future: Future[Any], target: ActorRef | None, message: Any
     ) -> None:
         # ActorRef.__init__, written out (a call less per ask). The path is only built if
         # somebody looks at it: most asks never do.

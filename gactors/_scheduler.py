@@ -24,7 +24,7 @@ from gactors._threads import get_ident
 from gactors.exceptions import IllegalStateError, InvalidMessageException
 
 if TYPE_CHECKING:
-    from gactors._system import ActorSystem
+    from gactors._spi import SystemSPI
 
 __all__ = ["Cancellable", "Scheduler"]
 
@@ -172,7 +172,7 @@ class Scheduler:
 
     __slots__ = ("_closed", "_system", "_tasks")
 
-    def __init__(self, system: ActorSystem) -> None:
+    def __init__(self, system: SystemSPI) -> None:
         self._system = system
         self._tasks: set[Cancellable] = set()
         self._closed = False

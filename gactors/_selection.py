@@ -14,7 +14,7 @@ from gactors.exceptions import ActorNotFound, AskTimeoutError
 
 if TYPE_CHECKING:
     from gactors._future import Future
-    from gactors._system import ActorSystem
+    from gactors._spi import SystemSPI
 
 __all__ = ["ActorSelection"]
 
@@ -31,7 +31,7 @@ class ActorSelection:
 
     __slots__ = ("_path", "_system")
 
-    def __init__(self, system: ActorSystem, path: ActorPath) -> None:
+    def __init__(self, system: SystemSPI, path: ActorPath) -> None:
         self._system = system
         self._path = path
 

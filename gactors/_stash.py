@@ -17,8 +17,8 @@ from gactors._messages import Terminated
 from gactors.exceptions import IllegalStateError, StashOverflowException
 
 if TYPE_CHECKING:
-    from gactors._cell import ActorCell
     from gactors._ref import ActorRef
+    from gactors._spi import CellSPI
 
 __all__ = ["Stash", "StashStore", "stash_of"]
 
@@ -33,7 +33,7 @@ class StashStore:
 
     __slots__ = ("_cell", "queue")
 
-    def __init__(self, cell: ActorCell) -> None:
+    def __init__(self, cell: CellSPI) -> None:
         self._cell = cell
         self.queue: deque[Envelope] = deque()
 
@@ -86,9 +86,9 @@ class StashStore:
         return messages
 
 
-def stash_of(cell: ActorCell) -> StashStore:
+def stash_of(cell: CellSPI) -> StashStore:
     """The cell's stash, created on first use."""
-    store = cell.stash_obj
+    store: StashStore | None = cell.stash_obj
     if store is None:
         store = cell.stash_obj = StashStore(cell)
     return store
@@ -107,7 +107,7 @@ class Stash:
     __slots__ = ()
 
     if TYPE_CHECKING:
-        _gactors_cell: ActorCell
+        _gactors_cell: CellSPI
 
     def stash(self) -> None:
         """Keep the current message for later.

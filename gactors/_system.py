@@ -168,6 +168,7 @@ class _TheOneWhoWalksTheBubbles(ActorRef):
     """The synthetic parent of the root guardian, outside the tree."""
 
     __slots__ = ()
+    _system: ActorSystem  # refs see a SystemSPI; this one is the system's own part
 
     def tell(self, message: Any, sender: Any = None) -> None:
         self._system.publish_dead_letter(message, None, self)

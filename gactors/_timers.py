@@ -24,8 +24,8 @@ from gactors._scheduler import _seconds
 from gactors.exceptions import InvalidMessageException
 
 if TYPE_CHECKING:
-    from gactors._cell import ActorCell
     from gactors._scheduler import Cancellable
+    from gactors._spi import CellSPI
 
 __all__ = ["TimerMsg", "TimerMsgNotInfluenceReceiveTimeout", "TimerScheduler", "timers_of"]
 
@@ -76,7 +76,7 @@ class TimerScheduler:
 
     __slots__ = ("_cell", "_generations", "_timers")
 
-    def __init__(self, cell: ActorCell) -> None:
+    def __init__(self, cell: CellSPI) -> None:
         self._cell = cell
         self._timers: dict[Hashable, _Timer] = {}
         # Never reused, so an envelope from any earlier timer can never match.
@@ -185,9 +185,9 @@ class TimerScheduler:
         return f"<TimerScheduler {self._cell.path}: {list(self._timers)!r}>"
 
 
-def timers_of(cell: ActorCell) -> TimerScheduler:
+def timers_of(cell: CellSPI) -> TimerScheduler:
     """The cell's timers, created on first use."""
-    timers = cell.timers_obj
+    timers: TimerScheduler | None = cell.timers_obj
     if timers is None:
         timers = cell.timers_obj = TimerScheduler(cell)
     return timers
