@@ -8,12 +8,15 @@ that variable is set. Unknown keys and values of the wrong type raise
 
 from __future__ import annotations
 
+import difflib
 import os
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, fields
+from datetime import timedelta
 from typing import Any
 
+from gactors._duration import seconds
 from gactors.exceptions import ConfigError
 
 if sys.version_info >= (3, 11):
@@ -58,14 +61,18 @@ class Settings:
 def _number(key: str, value: Any, *, allow_none: bool = False, allow_zero: bool = False) -> Any:
     if value is None and allow_none:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    if isinstance(value, bool) or not isinstance(value, (int, float, timedelta)):
         raise ConfigError(
             f"setting {key!r} must be a number of seconds{' or None' if allow_none else ''}, "
             f"not {type(value).__name__} {value!r}"
         )
-    if not value >= 0 or (value == 0 and not allow_zero):  # `not >=`: NaN fails too
-        raise ConfigError(f"setting {key!r} must be {'>= 0' if allow_zero else '> 0'}: {value!r}")
-    return float(value)
+    # The rule of every timeout gactors takes (``ask(timeout=...)`` and the rest): a
+    # setting is a default for those, so a value they would refuse (NaN, infinite, too
+    # large to arm a timer with) is refused here, at creation, rather than at first use.
+    try:
+        return seconds(value, f"setting {key!r}", zero_ok=allow_zero)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
 
 
 def _int(key: str, value: Any, minimum: int, *, allow_none: bool = False) -> Any:
@@ -119,6 +126,22 @@ _VALIDATORS: dict[str, Callable[[str, Any], Any]] = {
 assert set(_VALIDATORS) == {f.name for f in fields(Settings)}
 
 
+def unknown_key_message(key: object, known: Iterable[str], prefix: str = "") -> str:
+    """The error for an unknown setting ``key``: a "did you mean" for a near miss.
+
+    ``prefix`` is prepended to the names shown (``"cluster."`` for the cluster table).
+    """
+    names = sorted(known)
+    hint = ""
+    if isinstance(key, str):
+        close = difflib.get_close_matches(key, names, n=1, cutoff=0.75)
+        if close:
+            hint = f"; did you mean {prefix + close[0]!r}?"
+    listed = ", ".join(prefix + n for n in names)
+    shown = prefix + key if isinstance(key, str) else key
+    return f"unknown setting {shown!r}{hint} (known settings: {listed})"
+
+
 def _read_toml(path: str | os.PathLike[str]) -> Mapping[str, Any]:
     try:
         with open(path, "rb") as f:
@@ -150,7 +173,6 @@ def load_settings(config: Mapping[str, Any] | str | os.PathLike[str] | None) -> 
     for key, value in config.items():
         validator = _VALIDATORS.get(key)
         if validator is None:
-            known = ", ".join(sorted(_VALIDATORS))
-            raise ConfigError(f"unknown setting {key!r} (known settings: {known})")
+            raise ConfigError(unknown_key_message(key, _VALIDATORS))
         values[key] = validator(key, value)
     return Settings(**values)
