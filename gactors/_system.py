@@ -499,9 +499,14 @@ class ActorSystem:
         if not isinstance(ref, ActorRef):
             raise TypeError(f"stop() needs an ActorRef, not {type(ref).__name__}")
         if ref._system is not self:
+            theirs, ours = repr(ref._system.name), repr(self.name)
+            if theirs == ours:
+                # Two systems of the same name: tell them apart by identity.
+                theirs += f" (another system of that name, id {id(ref._system):#x})"
+                ours += f" (id {id(self):#x})"
             raise ValueError(
-                f"cannot stop {ref.path}: it belongs to actor system {ref._system.name!r}, "
-                f"not {self.name!r} (stop it through its own system)"
+                f"cannot stop {ref.path}: it belongs to actor system {theirs}, "
+                f"not {ours} (stop it through its own system)"
             )
         cell = getattr(ref, "_cell", None)
         if cell is not None and cell in (self.root_cell, self.user_cell, self.system_cell):

@@ -323,6 +323,17 @@ def test_stop_refuses_a_ref_of_another_system(system: ActorSystem, echo: ActorRe
     assert echo.ask("alive", timeout=5) == "alive"
 
 
+def test_stop_tells_two_systems_of_the_same_name_apart(system: ActorSystem) -> None:
+    # Issue 29: it said "belongs to actor system 'same', not 'same'".
+    with ActorSystem(system.name) as twin:
+        foreign = twin.actor_of(Props(Echo), "foreign")
+        with pytest.raises(ValueError) as info:
+            system.stop(foreign)
+        text = str(info.value)
+        assert f"another system of that name, id {id(twin):#x}" in text
+        assert f"(id {id(system):#x})" in text
+
+
 def test_stop_refuses_the_guardians(system: ActorSystem, echo: ActorRef) -> None:
     user = system.lookup("/user")
     root = system.lookup("/")
@@ -342,3 +353,24 @@ def test_stop_refuses_the_guardians(system: ActorSystem, echo: ActorRef) -> None
     system.stop(stopper)
     system.terminate()
     assert system.await_termination(10)
+
+
+class Named(Actor):
+    def __init__(self, tag: str) -> None:
+        self.tag = tag
+
+    def receive(self, message: Any) -> None:
+        self.sender.tell(self.tag)
+
+
+def test_actor_of_a_class_says_to_wrap_it_in_props(system: ActorSystem) -> None:
+    # Issue 28: a newcomer's first mistake; the error shows the fix.
+    with pytest.raises(TypeError, match=r"not the class Named: pass Props\(Named\)"):
+        system.actor_of(Named)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"Props\(Named, arg, key=value\)"):
+        system.actor_of(Named, "named")  # type: ignore[arg-type]
+    parent = system.actor_of(Props(Echo), "parent")
+    assert parent.ask("alive", timeout=WAIT) == "alive"
+    with pytest.raises(TypeError, match="actor_of needs a Props, not str"):
+        system.actor_of("Named")  # type: ignore[arg-type]
+    assert system.actor_of(Props(Named, "ok")).ask("tag?", timeout=WAIT) == "ok"
