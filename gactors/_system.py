@@ -40,6 +40,7 @@ from gactors._supervision import (
 )
 from gactors._text import safe_str
 from gactors._threads import allocate_lock, get_ident, thread_token
+from gactors._unpatched import warn_if_unpatched
 from gactors.exceptions import (
     ActorInitializationException,
     ActorKilledException,
@@ -231,6 +232,7 @@ class ActorSystem:
             )
         self.name = name
         self.settings: Settings = load_settings(config)
+        warn_if_unpatched()
         configurator = resolve_configurator(self.settings.guardian_supervisor_strategy)
         user_strategy = _guardian_strategy(configurator, self.settings.guardian_supervisor_strategy)
         self._hub = get_hub()

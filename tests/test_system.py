@@ -374,3 +374,71 @@ def test_actor_of_a_class_says_to_wrap_it_in_props(system: ActorSystem) -> None:
     with pytest.raises(TypeError, match="actor_of needs a Props, not str"):
         system.actor_of("Named")  # type: ignore[arg-type]
     assert system.actor_of(Props(Named, "ok")).ask("tag?", timeout=WAIT) == "ok"
+
+
+_UNPATCHED = """
+import sys, threading, time
+{patch}
+from gactors import Actor, ActorSystem, Props
+
+class Sleeper(Actor):
+    def receive(self, message):
+        time.sleep(0.05)
+        self.sender.tell("slept")
+
+def two_systems():
+    for name in ("first", "second"):
+        system = ActorSystem(name)
+        refs = [system.actor_of(Props(Sleeper)) for _ in range(2)]
+        futures = [ref.ask("sleep", timeout=10, block=False) for ref in refs]
+        assert [f.get(10) for f in futures] == ["slept", "slept"]
+        system.terminate().get(10)
+
+{run}
+print("done", file=sys.stderr)
+"""
+_IN_MAIN = "two_systems()"
+# docs/howto/threads.md: a system in a thread of its own, in an unpatched program on purpose
+_IN_THREAD = "t = threading.Thread(target=two_systems); t.start(); t.join()"
+
+
+def _stderr_of(tmp_path: Any, patch: str, run: str) -> str:
+    import subprocess
+    import sys
+
+    script = tmp_path / "unpatched.py"
+    script.write_text(_UNPATCHED.format(patch=patch, run=run))
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.rstrip().endswith("done"), proc.stderr  # the script ran to its end
+    return proc.stderr
+
+
+def test_a_system_in_an_unpatched_process_warns_once(tmp_path: Any) -> None:
+    # Issue 28: four actors sleeping 0.5 s took 2 s in silence.
+    stderr = _stderr_of(tmp_path, patch="", run=_IN_MAIN)
+    assert stderr.count("gevent has not monkey-patched this process") == 1, stderr
+    assert "(time, socket, select not patched)" in stderr
+    assert "from gevent import monkey; monkey.patch_all()" in stderr
+
+
+@pytest.mark.parametrize(
+    "patch",
+    [
+        "from gevent import monkey; monkey.patch_all()",
+        "import gevent.monkey; gevent.monkey.patch_all(thread=False)",
+    ],
+    ids=["patch_all", "thread=False"],
+)
+def test_a_system_in_a_patched_process_does_not_warn(tmp_path: Any, patch: str) -> None:
+    stderr = _stderr_of(tmp_path, patch=patch, run=_IN_MAIN)
+    assert "monkey-patched" not in stderr, stderr
+
+
+def test_a_system_in_a_thread_of_its_own_does_not_warn(tmp_path: Any) -> None:
+    # The thread's systems say nothing; the main thread's, created after, still warn.
+    run = f"{_IN_THREAD}\nprint('thread done', file=sys.stderr, flush=True)\n{_IN_MAIN}"
+    stderr = _stderr_of(tmp_path, patch="", run=run)
+    before, _, after = stderr.partition("thread done")
+    assert "monkey-patched" not in before, stderr
+    assert after.count("monkey-patched") == 1, stderr
