@@ -18,6 +18,7 @@ from typing import Any, ParamSpec, TypeVar
 from gevent.hub import get_hub
 from greenlet import getcurrent
 
+from gactors import _gcpause
 from gactors import _sysmsg as sm
 from gactors._actor import Actor
 from gactors._cell import AUTO_RECEIVED, ActorCell
@@ -244,6 +245,7 @@ class ActorSystem:
         self._async = self._hub.loop.async_()
         self._async.start(self._on_async)
         self._terminating = False
+        self._gc_held = False
         self.termination_hooks: list[Callable[[], Any]] = []
         self.scheduler = Scheduler(self)
         self.ask_deadlines = AskDeadlines(self._hub)
@@ -335,6 +337,11 @@ class ActorSystem:
         if not self._terminating:
             self._terminating = True
             _log.debug("actor system %r terminating", self.name)
+            if not self.forked:
+                # No full collection of the whole heap while the actors stop (released
+                # when the system has terminated: _root_terminated).
+                _gcpause.hold()
+                self._gc_held = True
             if self.cluster_node is not None:
                 # Graceful leave: the node is "leaving" while its actors stop, and
                 # leaves the membership once they stopped (a termination hook).
@@ -558,6 +565,9 @@ class ActorSystem:
             except Exception:
                 _log.exception("termination hook %r of %r failed", fn, self.name)
         self.termination_hooks.clear()
+        if self._gc_held:
+            self._gc_held = False
+            _gcpause.release()
         self._async.ref = False  # the system no longer keeps the hub alive
         self.ask_deadlines.system_terminated()  # but an ask pending still does
         _log.debug("actor system %r terminated", self.name)
