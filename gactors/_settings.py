@@ -75,6 +75,25 @@ def _number(key: str, value: Any, *, allow_none: bool = False, allow_zero: bool 
         raise ConfigError(str(e)) from None
 
 
+MIN_BLOCKING_THRESHOLD = 0.01
+"""Seconds: the smallest ``blocking_threshold``. Blocks are timed within a resolution of
+a quarter of the threshold (at least 2 ms) plus the interpreter's switch interval (5 ms)
+for code that holds the GIL (gactors/_monitor.py): below 10 ms that resolution would be
+larger than the threshold itself, and a setting that promises what the detection cannot
+see is refused rather than silently missing blocks."""
+
+
+def _blocking_threshold(key: str, value: Any) -> Any:
+    threshold = _number(key, value, allow_none=True)
+    if threshold is not None and threshold < MIN_BLOCKING_THRESHOLD:
+        raise ConfigError(
+            f"setting {key!r} must be at least {MIN_BLOCKING_THRESHOLD} s: {value!r} "
+            "(shorter blocks cannot be told from the interpreter's own thread switches; "
+            "see the resolution in docs/settings.md)"
+        )
+    return threshold
+
+
 def _int(key: str, value: Any, minimum: int, *, allow_none: bool = False) -> Any:
     if value is None and allow_none:
         return None
@@ -119,7 +138,7 @@ _VALIDATORS: dict[str, Callable[[str, Any], Any]] = {
     "log_dead_letters": lambda k, v: _int(k, v, 0),
     "log_dead_letters_during_shutdown": _bool,
     "debug_lifecycle": _bool,
-    "blocking_threshold": lambda k, v: _number(k, v, allow_none=True),
+    "blocking_threshold": _blocking_threshold,
     "shutdown_timeout": lambda k, v: _number(k, v, allow_zero=True),
     "cluster": _cluster,
 }

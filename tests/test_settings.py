@@ -256,6 +256,9 @@ def test_settings_are_immutable() -> None:
         ({"default_ask_timeout": 1e308}, "'default_ask_timeout' is too large"),
         ({"shutdown_timeout": 10**400}, "'shutdown_timeout' is too large"),
         ({"blocking_threshold": float("inf")}, "'blocking_threshold' is too large"),
+        # issue 29: below the detection's resolution, refused rather than missed
+        ({"blocking_threshold": 0.005}, r"'blocking_threshold' must be at least 0\.01 s"),
+        ({"blocking_threshold": 1e-9}, r"'blocking_threshold' must be at least 0\.01 s"),
         ({"guardian_supervisor_strategy": None}, "'guardian_supervisor_strategy'"),
         ({"guardian_supervisor_strategy": ""}, "'guardian_supervisor_strategy'"),
     ],
