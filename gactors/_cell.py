@@ -11,6 +11,7 @@ handing them to ``receive``. The batch loop is :meth:`gactors._dispatch.Dispatch
 
 from __future__ import annotations
 
+import copy
 import itertools
 import logging
 from collections.abc import Callable
@@ -177,8 +178,10 @@ class ActorCell(Children, DeathWatch, Dispatch, FaultHandling, ReceiveTimeoutTim
         # __traceback__ with the asker's frames, which the failure log must not show.
         tb = exc.__traceback__
         if type(sender) is PromiseRef:
-            # The asker learns of the failure at once instead of timing out.
-            sender.fail_from_target(exc)
+            # The asker learns of the failure at once instead of timing out, with an
+            # exception of its own: what it does to it (add_note, re-raising, changing
+            # an attribute) must not show in the failure log, which is written later.
+            sender.fail_from_target(_own_copy(exc))
         elif sender is not None and type(sender) is not LocalActorRef:
             # A remote asker's promise (a cluster ref to another node's /temp path)
             # learns of it too: the ref sends it a Status.Failure. Refs that are not
@@ -302,6 +305,34 @@ class ActorCell(Children, DeathWatch, Dispatch, FaultHandling, ReceiveTimeoutTim
 
 
 # -- auto-received messages ----------------------------------------------------------------------
+def _own_copy(exc: BaseException) -> BaseException:
+    """A copy of ``exc`` for the asker: same type, arguments, attributes, notes, cause,
+    context and traceback (so far), sharing no mutable state the asker could change.
+
+    An exception that cannot be copied (a constructor that refuses its own ``args``,
+    state outside ``args`` and ``__dict__``) is given as it is, as before.
+    """
+    try:
+        dup = copy.copy(exc)
+    except Exception:
+        try:
+            cls = type(exc)
+            dup = cls.__new__(cls, *exc.args)
+            dup.__dict__.update(exc.__dict__)
+        except Exception:
+            return exc
+    if type(dup) is not type(exc):  # a __reduce__ of its own making another thing
+        return exc
+    notes = getattr(exc, "__notes__", None)
+    if isinstance(notes, list):
+        dup.__notes__ = list(notes)  # type: ignore[attr-defined]  # copy.copy shares the list
+    dup.__traceback__ = exc.__traceback__
+    dup.__cause__ = exc.__cause__
+    dup.__context__ = exc.__context__
+    dup.__suppress_context__ = exc.__suppress_context__
+    return dup
+
+
 def _on_poison_pill(cell: ActorCell, message: Any) -> None:
     cell.stop_self()
 

@@ -8,13 +8,19 @@ that visible, naming the actor.
 How it works, and why it is shaped like this:
 
 * gevent already has the machinery: a per-hub *monitoring thread* (a real OS thread)
-  that wakes every ``gevent.config.max_blocking_time`` seconds and, with a greenlet
-  trace function installed in the hub's thread, notices when no greenlet switch
-  happened during a whole period. It then notifies a ``gevent.events.EventLoopBlocked``
-  event (through ``zope.event``) naming the greenlet that was running. We start that
-  thread for the hub of every system with a ``blocking_threshold`` (and stop it again
-  when the last such system on that hub terminates, if we were the ones who started
-  it), and set ``max_blocking_time`` to the smallest live threshold.
+  and a greenlet trace function installed in the hub's thread that counts switches.
+  gevent's own check runs once per ``gevent.config.max_blocking_time`` and notices a
+  block only when no switch happened during a whole period, i.e. often only blocks of
+  twice the threshold (issue 29). On the thread we start for the hub of every system
+  with a ``blocking_threshold`` (:class:`_Monitor`, stopped again when the last such
+  system on that hub terminates) our own check replaces it: it polls four times per
+  threshold and knows within one poll when the block began, so every block longer
+  than the threshold plus that resolution is noticed (settings refuse thresholds
+  below ``MIN_BLOCKING_THRESHOLD``, where the resolution would exceed them). We still
+  set ``max_blocking_time`` to the smallest live threshold, for a monitor the
+  application enabled itself (``gevent.config.monitor_thread``): that one is used as
+  configured, through its ``EventLoopBlocked`` events (``zope.event``), with gevent's
+  coarser resolution.
 * Which actor is blocking is read off the blocked thread's stack
   (``sys._current_frames()``): the frame of the dispatcher's worker loop holds the cell being
   run, and the frames below it are the actor's own code, which is the stack we report.
@@ -34,14 +40,12 @@ How it works, and why it is shaped like this:
   ``HubBlocked`` event is published in the hub's thread with the episode's total
   duration (subscribers run in the hub's thread anyway, so publishing any earlier
   would not reach them any sooner).
-* The start of an episode is read off the loop's clock, which is not refreshed while
-  the hub is blocked: its lag behind the real clock is how long the hub has not run.
-  (gevent only knows that no switch happened during the last whole period, which for a
-  small threshold says next to nothing about how long the block is.)
-* On the monitoring threads we start, gevent's own printed report is switched off
-  (gevent >= 25 lets us replace ``_show_blocking_report``; 24.x always prints it): our
-  warning says the same, naming the actor. A monitor the application enabled itself
-  (``gevent.config.monitor_thread``) is left as configured.
+* The start of an episode is the last poll that saw a switch (our monitor; a block is
+  never reported longer than it was) or, from gevent's events, read off the loop's
+  clock, which is not refreshed while the hub is blocked: its lag behind the real
+  clock is how long the hub has not run.
+* Our monitor builds and prints none of gevent's report: our warning says the same,
+  naming the actor. A monitor the application enabled itself is left as configured.
 """
 
 from __future__ import annotations
@@ -50,14 +54,13 @@ import logging
 import sys
 import time
 import traceback
-from functools import partial
 from time import perf_counter
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 import gevent
 from gevent._monitor import PeriodicMonitoringThread
-from gevent.events import EventLoopBlocked, notify, subscribers
+from gevent.events import EventLoopBlocked, subscribers
 from greenlet import getcurrent
 
 from gactors._cell import ActorCell
@@ -76,6 +79,10 @@ _log = logging.getLogger("gactors.hub")
 
 _WORKER_LOOP_CODE = Dispatcher._run.__code__  # noqa: SLF001  identifies the worker loop's frames
 _EPSILON = 1e-6
+MIN_POLL = 0.002
+"""Seconds: the shortest interval at which our monitoring thread polls the hub."""
+MAX_POLL = 0.05
+"""Seconds: the longest (for large thresholds: a block is still timed within it)."""
 STILL_BLOCKED = 0.5
 """Seconds: a block is logged while it lasts once it is this old (and over the
 threshold); a shorter one is logged when it ends, with its real duration."""
@@ -112,6 +119,9 @@ class _HubWatch:
         self.finished: list[_Episode] = []
         self.thread: Any = None
         self.owns_thread = False
+        self.poll_period = MAX_POLL
+        self.ran_at = 0.0  # when _hub_ran last ran (perf_counter): the hub switched then
+        """Seconds between two polls of our monitor: a quarter of the smallest threshold."""
         # Fires in the hub's thread once the hub runs again: the episode is over. It
         # must not keep the hub alive by itself.
         self.async_ = hub.loop.async_()
@@ -135,21 +145,9 @@ class _HubWatch:
                 # points (scanning the installed distributions), both in the hub's thread
                 # with the monitor already running: slow enough, on a busy machine, to be
                 # reported as blocking the hub.
-                thread = PeriodicMonitoringThread(hub)
+                thread = _Monitor(hub, self)
                 hub.periodic_monitoring_thread = thread
                 self.owns_thread = True
-                if hasattr(thread, "_show_blocking_report"):
-                    # Our warning replaces gevent's printed report (gevent >= 25 documents
-                    # this method as replaceable at run time; 24.x always prints it).
-                    thread._show_blocking_report = _no_report  # noqa: SLF001  gevent's monitor thread: no public hook
-                else:
-                    # gevent 24.x builds and prints its full report on every detection,
-                    # walking every object of the process while holding the GIL: on a big
-                    # heap that delays and skews detection. Our own instance gets a check
-                    # that only notifies (the report is not used: see _on_zope_event).
-                    thread._monitoring_functions[0].function = partial(  # noqa: SLF001  gevent 24.x's monitor thread: no public hook
-                        _lean_monitor_blocking, thread
-                    )
         self.thread = thread
 
     def close(self) -> None:
@@ -165,6 +163,7 @@ class _HubWatch:
     def _hub_ran(self) -> None:
         now = perf_counter()
         with _lock:
+            self.ran_at = now
             ep = self.episode
             if ep is not None:
                 self.episode = None
@@ -187,7 +186,12 @@ class _HubWatch:
                 system.event_stream.publish(HubBlocked(path, seconds, ep.stack))
 
     # -- monitoring thread ------------------------------------------------------------------
-    def blocked(self, greenlet: Any, period: float) -> None:
+    def blocked(self, greenlet: Any, period: float, since: float | None = None) -> None:
+        """The hub has not switched greenlets for ``period`` seconds (at least).
+
+        ``since``: when the block began, if the caller knows it better than ``period``
+        (perf_counter time; our own monitor's estimate, see :class:`_Monitor`).
+        """
         now = perf_counter()
         # The actor is read off the blocked thread's stack rather than off the greenlet
         # gevent names: that is the last greenlet its tracer saw being switched to, which
@@ -198,6 +202,11 @@ class _HubWatch:
             cell = _worker_cell(greenlet)
         due: list[tuple[ActorSystem, float]] = []
         with _lock:
+            if since is not None and self.ran_at > now - period:
+                # The hub ran (ending the episode) after the poll that saw no switch
+                # read the switch count: the block that poll saw is over, and was
+                # reported with that episode.
+                return
             ep = self.episode
             start = now - period
             if ep is not None and (ep.greenlet is not greenlet or ep.cell is not cell):
@@ -206,7 +215,7 @@ class _HubWatch:
                 self.finished.append(ep)
                 ep = None
             elif ep is None:
-                start = now - self._blocked_for(period)
+                start = since if since is not None else now - self._blocked_for(period)
             if ep is None:
                 ep = self.episode = _Episode(greenlet, cell, start, stack)
             elapsed = now - ep.start
@@ -234,18 +243,72 @@ class _HubWatch:
         return max(period, lag)
 
 
-def _no_report(hub: Any, report: Any, active_greenlet: Any) -> tuple[Any, Any]:
-    return (active_greenlet, report)
+class _Entry:
+    """A monitoring function of :class:`_Monitor` (the shape gevent's loop reads)."""
+
+    __slots__ = ("function", "last_run_time", "period")
+
+    def __init__(self, function: Any, period: float) -> None:
+        self.function = function
+        self.period = period
+        self.last_run_time = 0.0
 
 
-def _lean_monitor_blocking(thread: Any, hub: Any) -> tuple[Any, Any] | None:
-    """gevent 24.x's ``monitor_blocking`` without the report nobody reads."""
-    did_block = thread._greenlet_tracer.did_block_hub(hub)  # noqa: SLF001  gevent's monitor thread: no public hook
-    if not did_block:
-        return None
-    active_greenlet = did_block[1]
-    notify(EventLoopBlocked(active_greenlet, gevent.config.max_blocking_time, []))
-    return (active_greenlet, [])
+class _Monitor(PeriodicMonitoringThread):  # type: ignore[misc]
+    """gevent's monitoring thread with our own check, polled at :func:`poll_period`.
+
+    gevent's check runs once per ``max_blocking_time`` and only says that no greenlet
+    switched during that whole period: a block is noticed only if a full period fits
+    in it, and its start is unknown. Ours polls several times per threshold and keeps
+    the time of the last poll that saw a switch (or the hub idle): a block began between
+    that poll and the one before it. Its start is taken to be that last poll, the
+    latest it can be: a block is never reported longer than it was (so never one
+    shorter than the threshold), and one longer than the threshold plus the resolution
+    (one poll interval, plus the interpreter's switch interval for code that holds the
+    GIL: docs/settings.md) is always noticed.
+
+    Nothing of gevent's own report is built or printed; memory monitoring is off.
+    """
+
+    min_sleep_time = MIN_POLL
+
+    def __init__(self, hub: Hub, watch: _HubWatch) -> None:
+        # Set before gevent's __init__ starts the thread, which reads them at once.
+        self._watch = watch
+        now = perf_counter()
+        self._last_poll = now
+        self._switch_between = (now, now)
+        self._entries = [_Entry(self._poll, watch.poll_period / 2)]
+        super().__init__(hub)
+
+    def monitoring_functions(self) -> list[_Entry]:
+        # The entry's period is half the sleep, so that a wake-up a little early never
+        # skips a poll (gevent runs an entry when its period has passed since its last run).
+        self._entries[0].period = self._watch.poll_period / 2
+        return self._entries
+
+    def calculate_sleep_time(self) -> float:
+        return max(self._watch.poll_period, MIN_POLL)
+
+    def _poll(self, hub: Any) -> None:
+        now = perf_counter()
+        did_block = self._greenlet_tracer.did_block_hub(hub)  # resets the switch count
+        if not did_block:
+            # A switch (or the hub waiting for I/O) since the previous poll: whatever
+            # block comes next began after that poll.
+            self._switch_between = (self._last_poll, now)
+            self._last_poll = now
+            return
+        previous, self._last_poll = self._last_poll, now
+        latest = self._switch_between[1]
+        watch = self._watch
+        if not self.should_run or watch.thread is not self:
+            return
+        try:
+            # No switch since the previous poll; the block began at `latest` or before.
+            watch.blocked(did_block[1], now - previous, since=latest)
+        except Exception:  # never let an error escape into the monitoring thread
+            _log.exception("hub-blocking report failed")
 
 
 def _warn(
@@ -326,11 +389,20 @@ def _on_zope_event(event: Any) -> None:
         _log.exception("hub-blocking report failed")
 
 
+def poll_period(threshold: float) -> float:
+    """How often the hub is polled for a ``threshold``: four times per threshold, within
+    [MIN_POLL, MAX_POLL]."""
+    return min(max(threshold / 4, MIN_POLL), MAX_POLL)
+
+
 def _apply_config_locked() -> None:
     """Make gevent's blocking period the smallest live threshold (call with _lock held)."""
     global _saved_config
     config = gevent.config
     thresholds = [t for w in _watches.values() for t in w.systems.values()]
+    for w in _watches.values():
+        if w.systems:
+            w.poll_period = poll_period(min(w.systems.values()))
     if thresholds:
         if _saved_config is None:
             _saved_config = {"max_blocking_time": config.max_blocking_time}

@@ -238,4 +238,12 @@ class ActorPath:
         # Empty elements ("/user//a", "/user/a/") are kept, not skipped: no actor is
         # called "", so such a path names no actor rather than quietly another one.
         elements = tuple(tail.split("/")) if tail else ()
+        for element in elements:
+            if element in (".", ".."):
+                # No actor is called so (names refuse them), and a path is absolute:
+                # "/user/a/../b" must not quietly name /user/b, nor any actor at all.
+                raise ValueError(
+                    f"actor path {text!r} has the relative element {element!r}: paths are "
+                    "absolute (an actor's context.parent / context.child(name) navigate)"
+                )
         return cls(system, elements, None, node)

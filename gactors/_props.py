@@ -2,12 +2,68 @@
 
 from __future__ import annotations
 
+import inspect
+import weakref
 from collections.abc import Callable
 from typing import Any
 
 from gactors._actor import Actor
 
 __all__ = ["Props"]
+
+# The argument shapes (number of positionals, keyword names) already found to fit a
+# factory: Props are often made in loops (one per child), and whether arguments bind
+# depends on their shape only, not on their values, so each shape is checked once.
+_fitting: weakref.WeakKeyDictionary[Any, set[tuple[int, tuple[str, ...]]]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _signature(factory: Callable[..., Any]) -> inspect.Signature | None:
+    """The parameters the factory takes; None if they cannot be read (a builtin)."""
+    try:
+        if isinstance(factory, type):
+            # The constructor's own parameters: Actor defines __new__ (taking anything),
+            # which inspect.signature(cls) could report instead of __init__.
+            sig = inspect.signature(factory.__init__)  # type: ignore[misc]
+            return sig.replace(parameters=list(sig.parameters.values())[1:])  # no self
+        return inspect.signature(factory)
+    except (TypeError, ValueError):
+        return None
+
+
+def _check_arguments(
+    factory: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> None:
+    """Refuse, when the Props is made, arguments the factory cannot take (rather than
+    at every creation of the actor, as an ``ActorInitializationException``)."""
+    shape = (len(args), tuple(kwargs))
+    try:
+        fitting = _fitting.get(factory)
+    except TypeError:  # not weakly referenceable: checked every time
+        fitting = None
+    if fitting is not None and shape in fitting:
+        return
+    sig = _signature(factory)
+    if sig is not None:
+        try:
+            sig.bind(*args, **kwargs)
+        except TypeError as e:
+            name = getattr(factory, "__qualname__", repr(factory))
+            # Shown without annotations: the names and kinds are what the message is about.
+            sig = sig.replace(
+                parameters=[
+                    p.replace(annotation=inspect.Parameter.empty) for p in sig.parameters.values()
+                ],
+                return_annotation=inspect.Signature.empty,
+            )
+            raise TypeError(
+                f"Props({name}, ...): the arguments do not fit {name}{sig}: {e}"
+            ) from None
+    try:
+        _fitting.setdefault(factory, set()).add(shape)
+    except TypeError:
+        pass
 
 
 class Props:
@@ -36,6 +92,7 @@ class Props:
                     f"but Props was given {len(args)} positional and {len(kwargs)} keyword "
                     "argument(s)"
                 )
+        _check_arguments(factory, args, kwargs)
         self.factory = factory
         self.args = args
         self.kwargs = kwargs

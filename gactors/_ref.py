@@ -47,6 +47,17 @@ def current_sender_ref() -> ActorRef | None:
     return g.cell.ref if type(g) is Worker else None  # type: ignore[union-attr]
 
 
+def bad_sender(sender: object) -> TypeError:
+    """The error of a ``tell`` whose sender is neither an ActorRef nor None.
+
+    Refused at the ``tell``: accepted, it would make the receiving actor fail later
+    (and be restarted) at ``self.sender.tell``, far from the mistake.
+    """
+    return TypeError(
+        f"tell(): sender must be an ActorRef or None, not {type(sender).__name__} {sender!r}"
+    )
+
+
 class ActorRef:
     """An immutable, shareable handle to an actor.
 
@@ -258,6 +269,8 @@ class LocalActorRef(ActorRef):
                 d.home = g
         else:
             snd = sender
+            if snd is not None and not isinstance(snd, ActorRef):
+                raise bad_sender(snd)
             if cell.tid != get_ident():
                 cell.enqueue_foreign(message, snd)
                 return
@@ -304,6 +317,8 @@ class DeadLettersRef(ActorRef):
             raise InvalidMessageException(_NONE_ERROR)
         if isinstance(sender, _Implicit):  # (narrows the type, unlike `is IMPLICIT`)
             sender = current_sender_ref()
+        elif sender is not None and not isinstance(sender, ActorRef):
+            raise bad_sender(sender)
         self._system.publish_dead_letter(message, sender, self)
 
     def __repr__(self) -> str:
@@ -322,6 +337,8 @@ class EmptyLocalActorRef(ActorRef):
             raise InvalidMessageException(_NONE_ERROR)
         if isinstance(sender, _Implicit):  # (narrows the type, unlike `is IMPLICIT`)
             sender = current_sender_ref()
+        elif sender is not None and not isinstance(sender, ActorRef):
+            raise bad_sender(sender)
         self._system.publish_dead_letter(message, sender, self)
 
     def _send_system(self, message: SystemMessage) -> None:
@@ -435,6 +452,8 @@ class PromiseRef(ActorRef):
     def tell(self, message: Any, sender: ActorRef | _Implicit | None = IMPLICIT) -> None:
         if message is None:
             raise InvalidMessageException(_NONE_ERROR)
+        if sender is not None and sender is not IMPLICIT and not isinstance(sender, ActorRef):
+            raise bad_sender(sender)
         if get_ident() != self._system._tid:
             self._system.run_in_hub_async(self.tell, message, sender)
             return

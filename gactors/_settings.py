@@ -8,12 +8,15 @@ that variable is set. Unknown keys and values of the wrong type raise
 
 from __future__ import annotations
 
+import difflib
 import os
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, fields
+from datetime import timedelta
 from typing import Any
 
+from gactors._duration import seconds
 from gactors.exceptions import ConfigError
 
 if sys.version_info >= (3, 11):
@@ -58,14 +61,37 @@ class Settings:
 def _number(key: str, value: Any, *, allow_none: bool = False, allow_zero: bool = False) -> Any:
     if value is None and allow_none:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    if isinstance(value, bool) or not isinstance(value, (int, float, timedelta)):
         raise ConfigError(
             f"setting {key!r} must be a number of seconds{' or None' if allow_none else ''}, "
             f"not {type(value).__name__} {value!r}"
         )
-    if not value >= 0 or (value == 0 and not allow_zero):  # `not >=`: NaN fails too
-        raise ConfigError(f"setting {key!r} must be {'>= 0' if allow_zero else '> 0'}: {value!r}")
-    return float(value)
+    # The rule of every timeout gactors takes (``ask(timeout=...)`` and the rest): a
+    # setting is a default for those, so a value they would refuse (NaN, infinite, too
+    # large to arm a timer with) is refused here, at creation, rather than at first use.
+    try:
+        return seconds(value, f"setting {key!r}", zero_ok=allow_zero)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+
+
+MIN_BLOCKING_THRESHOLD = 0.01
+"""Seconds: the smallest ``blocking_threshold``. Blocks are timed within a resolution of
+a quarter of the threshold (at least 2 ms) plus the interpreter's switch interval (5 ms)
+for code that holds the GIL (gactors/_monitor.py): below 10 ms that resolution would be
+larger than the threshold itself, and a setting that promises what the detection cannot
+see is refused rather than silently missing blocks."""
+
+
+def _blocking_threshold(key: str, value: Any) -> Any:
+    threshold = _number(key, value, allow_none=True)
+    if threshold is not None and threshold < MIN_BLOCKING_THRESHOLD:
+        raise ConfigError(
+            f"setting {key!r} must be at least {MIN_BLOCKING_THRESHOLD} s: {value!r} "
+            "(shorter blocks cannot be told from the interpreter's own thread switches; "
+            "see the resolution in docs/settings.md)"
+        )
+    return threshold
 
 
 def _int(key: str, value: Any, minimum: int, *, allow_none: bool = False) -> Any:
@@ -102,12 +128,28 @@ _VALIDATORS: dict[str, Callable[[str, Any], Any]] = {
     "log_dead_letters": lambda k, v: _int(k, v, 0),
     "log_dead_letters_during_shutdown": _bool,
     "debug_lifecycle": _bool,
-    "blocking_threshold": lambda k, v: _number(k, v, allow_none=True),
+    "blocking_threshold": _blocking_threshold,
     "shutdown_timeout": lambda k, v: _number(k, v, allow_zero=True),
 }
 assert set(_VALIDATORS) == {f.name for f in fields(Settings)} - {"extension_tables"}
 CORE_KEYS: frozenset[str] = frozenset(_VALIDATORS)
 """The keys of the actor system's own settings (no extension may claim one)."""
+
+
+def unknown_key_message(key: object, known: Iterable[str], prefix: str = "") -> str:
+    """The error for an unknown setting ``key``: a "did you mean" for a near miss.
+
+    ``prefix`` is prepended to the names shown (``"cluster."`` for the cluster table).
+    """
+    names = sorted(known)
+    hint = ""
+    if isinstance(key, str):
+        close = difflib.get_close_matches(key, names, n=1, cutoff=0.75)
+        if close:
+            hint = f"; did you mean {prefix + close[0]!r}?"
+    listed = ", ".join(prefix + n for n in names)
+    shown = prefix + key if isinstance(key, str) else key
+    return f"unknown setting {shown!r}{hint} (known settings: {listed})"
 
 
 def _read_toml(path: str | os.PathLike[str]) -> Mapping[str, Any]:
@@ -161,7 +203,14 @@ def load_settings(
 
 
 def unknown_setting(key: Any, tables: str = "") -> ConfigError:
-    """The error of a key no one owns (``tables``: the extension tables known)."""
+    """The error of a key no one owns (``tables``: the extension tables known), with
+    a "did you mean" for a near miss of a core key or an extension table."""
+    extra = tables.split(", ") if tables and tables != "none" else []
+    hint = ""
+    if isinstance(key, str):
+        close = difflib.get_close_matches(key, [*_VALIDATORS, *extra], n=1, cutoff=0.75)
+        if close:
+            hint = f"; did you mean {close[0]!r}?"
     known = ", ".join(sorted(_VALIDATORS))
     also = f"; extension tables: {tables}" if tables else ""
-    return ConfigError(f"unknown setting {key!r} (known settings: {known}{also})")
+    return ConfigError(f"unknown setting {key!r}{hint} (known settings: {known}{also})")

@@ -18,6 +18,7 @@ from typing import Any, ParamSpec, TypeVar
 from gevent.hub import get_hub
 from greenlet import getcurrent
 
+from gactors import _gcpause
 from gactors import _sysmsg as sm
 from gactors._actor import Actor
 from gactors._cell import AUTO_RECEIVED, ActorCell
@@ -42,6 +43,7 @@ from gactors._supervision import (
 )
 from gactors._text import safe_str
 from gactors._threads import allocate_lock, get_ident, thread_token
+from gactors._unpatched import warn_if_unpatched
 from gactors.exceptions import (
     ActorInitializationException,
     ActorKilledException,
@@ -238,6 +240,7 @@ class ActorSystem:
             )
         self.name = name
         self.settings: Settings = load_settings(config, validate_table)
+        warn_if_unpatched()
         configurator = resolve_configurator(self.settings.guardian_supervisor_strategy)
         user_strategy = _guardian_strategy(configurator, self.settings.guardian_supervisor_strategy)
         self._hub = get_hub()
@@ -249,6 +252,7 @@ class ActorSystem:
         self._async = self._hub.loop.async_()
         self._async.start(self._on_async)
         self._terminating = False
+        self._gc_held = False
         self.termination_hooks: list[Callable[[], Any]] = []
         self.scheduler = Scheduler(self)
         self.ask_deadlines = AskDeadlines(self._hub)
@@ -377,6 +381,11 @@ class ActorSystem:
         if not self._terminating:
             self._terminating = True
             _log.debug("actor system %r terminating", self.name)
+            if not self.forked:
+                # No full collection of the whole heap while the actors stop (released
+                # when the system has terminated: _root_terminated).
+                _gcpause.hold()
+                self._gc_held = True
             # The extensions' shutdown steps run first, the one created last first (a
             # cluster node's, created first, leaves and hands its singletons and shards
             # over), then the user actors stop.
@@ -538,9 +547,14 @@ class ActorSystem:
         if not isinstance(ref, ActorRef):
             raise TypeError(f"stop() needs an ActorRef, not {type(ref).__name__}")
         if ref._system is not self:
+            theirs, ours = repr(ref._system.name), repr(self.name)
+            if theirs == ours:
+                # Two systems of the same name: tell them apart by identity.
+                theirs += f" (another system of that name, id {id(ref._system):#x})"
+                ours += f" (id {id(self):#x})"
             raise ValueError(
-                f"cannot stop {ref.path}: it belongs to actor system {ref._system.name!r}, "
-                f"not {self.name!r} (stop it through its own system)"
+                f"cannot stop {ref.path}: it belongs to actor system {theirs}, "
+                f"not {ours} (stop it through its own system)"
             )
         cell = getattr(ref, "_cell", None)
         if cell is not None and cell in (self.root_cell, self.user_cell, self.system_cell):
@@ -590,6 +604,9 @@ class ActorSystem:
             except Exception:
                 _log.exception("termination hook %r of %r failed", fn, self.name)
         self.termination_hooks.clear()
+        if self._gc_held:
+            self._gc_held = False
+            _gcpause.release()
         self._async.ref = False  # the system no longer keeps the hub alive
         self.ask_deadlines.system_terminated()  # but an ask pending still does
         _log.debug("actor system %r terminated", self.name)

@@ -170,7 +170,7 @@ assert ref.ask(1, timeout=30.0) == 1  # arms the shared timer for 30 s
 system.terminate().get(5)
 t0 = time.monotonic()
 try:
-    ref.ask(2, timeout=0.3)
+    ref.ask(2, timeout=10.0)
     outcome = "answered"
 except AskTimeoutError:
     outcome = "timeout"
@@ -186,8 +186,9 @@ def test_after_termination_an_ask_still_times_out_and_then_nothing_holds_the_loo
 ) -> None:
     # While the system runs its own watcher keeps the hub's loop alive and the shared
     # timer is not referenced; after termination an ask to its (dead) actors must
-    # still end with AskTimeoutError, not gevent's LoopExit, and once no ask is
-    # pending the timer armed for the first ask's 30 s must not keep the loop alive.
+    # still end with AskTimeoutError, not gevent's LoopExit (and, since issue 29, at
+    # once, as Akka fails an ask of a terminated actor), and once no ask is pending the
+    # timer armed for the first ask's 30 s must not keep the loop alive.
     import json
     import subprocess
     import sys
@@ -198,5 +199,5 @@ def test_after_termination_an_ask_still_times_out_and_then_nothing_holds_the_loo
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     assert result["outcome"] == "timeout", result
-    assert 0.3 <= result["took"] <= 0.3 + SLACK + 1, result
+    assert result["took"] < 5, result  # not the ask's 10 s
     assert result["idle_after"] < 5, result

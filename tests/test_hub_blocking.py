@@ -17,10 +17,9 @@ import gevent.event
 import greenlet
 import pytest
 from gevent import monkey
-from gevent._monitor import PeriodicMonitoringThread
 from gevent.events import EventLoopBlocked
 
-from gactors import Actor, ActorSystem, HubBlocked, LogEvent, Props, _monitor
+from gactors import Actor, ActorSystem, ConfigError, HubBlocked, LogEvent, Props, _monitor
 from gactors._threads import allocate_lock, start_new_thread
 from gactors.testkit import await_condition
 
@@ -326,10 +325,9 @@ def test_under_patch_all_in_a_fresh_interpreter(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert "AFTER PATCHED []" in proc.stdout, (proc.stdout, proc.stderr)
     assert "AFTER UNPATCHED ['gactors://patched/user/sleeper']" in proc.stdout, proc.stdout
-    # Our warning replaced gevent's own printed report (where gevent lets us).
+    # Our warning replaced gevent's own printed report.
     assert "[gactors://patched/user/sleeper] actor gactors://patched/user/sleeper" in proc.stderr
-    if hasattr(PeriodicMonitoringThread, "_show_blocking_report"):  # gevent >= 25
-        assert "appears to be blocked" not in proc.stderr
+    assert "appears to be blocked" not in proc.stderr
 
 
 def test_the_dashboard_names_the_blocking_actor() -> None:
@@ -379,3 +377,63 @@ def test_the_warning_reports_how_long_the_hub_was_blocked(
     finally:
         system.terminate()
         assert system.await_termination(10)
+
+
+class Spinner(Actor):
+    """Holds the hub (and the GIL) in a pure-Python loop for ``message`` seconds."""
+
+    def receive(self, message: float) -> None:
+        end = time.perf_counter() + message
+        while time.perf_counter() < end:
+            pass
+        self.sender.tell("spun")
+
+
+def test_every_block_over_the_threshold_plus_the_resolution_is_reported() -> None:
+    # Issue 29: blocks of 1.5x the threshold were missed (gevent's check only noticed a
+    # block that held a whole period of its own, i.e. often only blocks of twice the
+    # threshold), and more so for code holding the GIL: 3-4 of ten 60 ms sleeps and 1
+    # of ten 80 ms busy loops were reported at a 40 ms threshold. The resolution (a
+    # quarter of the threshold, plus the 5 ms switch interval for code holding the
+    # GIL) is documented in docs/settings.md; these blocks are beyond it with a margin
+    # for a loaded machine (the monitoring thread may be scheduled late).
+    threshold = 0.04
+    system = make_system("resolution", threshold)
+    try:
+        events = Collector(wanted=10**6)
+        system.event_stream.subscribe(events, HubBlocked)
+        sleeper = system.actor_of(Props(Blocker), "sleeper")
+        spinner = system.actor_of(Props(Spinner), "spinner")
+        short_sleeper = system.actor_of(Props(Blocker), "short-sleeper")
+        short_spinner = system.actor_of(Props(Spinner), "short-spinner")
+        for _ in range(10):
+            sleeper.ask(("block", 0.07), timeout=10)
+            gevent.sleep(0.03)  # the hub runs between two blocks
+            spinner.ask(0.1, timeout=10)
+            gevent.sleep(0.03)
+            # Shorter than the threshold: never reported (a block is never reported
+            # longer than it was).
+            short_sleeper.ask(("block", 0.02), timeout=10)
+            gevent.sleep(0.03)
+            short_spinner.ask(0.03, timeout=10)
+            gevent.sleep(0.03)
+        gevent.sleep(0.2)  # the last episode is published once the hub ran
+        by_path: dict[str, list[float]] = {}
+        for e in events.events:
+            by_path.setdefault(e.actor_path, []).append(e.seconds)
+        assert len(by_path.get(str(sleeper.path), [])) == 10, sorted(by_path.items())
+        assert len(by_path.get(str(spinner.path), [])) == 10, sorted(by_path.items())
+        assert str(short_sleeper.path) not in by_path, by_path
+        assert str(short_spinner.path) not in by_path, by_path
+        assert all(threshold <= s <= 0.5 for s in by_path[str(sleeper.path)]), by_path
+        assert all(threshold <= s <= 0.5 for s in by_path[str(spinner.path)]), by_path
+    finally:
+        system.terminate()
+        assert system.await_termination(10)
+
+
+@pytest.mark.parametrize("threshold", [0.005, 1e-9, 0.0099])
+def test_a_threshold_below_the_resolution_is_refused(threshold: float) -> None:
+    # Issue 29: 0.005 s (or 1e-9) was accepted, and ten 10 ms blocks gave no event.
+    with pytest.raises(ConfigError, match=r"must be at least 0\.01 s"):
+        make_system("too-fine", threshold)

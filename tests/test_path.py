@@ -160,14 +160,29 @@ def test_dot_names_are_refused(system: ActorSystem, name: str) -> None:
         "/user//echo",
         "/user/echo/",
         "//user/echo",
-        "/user/./echo",
-        "/user/x/../echo",
         "gactors://{name}/user//echo",
         "gactors://{name}/user/echo/",
     ],
 )
-def test_paths_with_empty_or_dot_elements_name_no_actor(
+def test_paths_with_empty_elements_name_no_actor(
     system: ActorSystem, echo: ActorRef, path: str
 ) -> None:
     assert system.lookup("/user/echo") == echo
     assert system.lookup(path.format(name=system.name)) is None
+
+
+@pytest.mark.parametrize(
+    "text", ["/user/a/../b", "/user/..", "gactors://app/user/.", "/../user", "/user/./a"]
+)
+def test_parse_refuses_relative_elements(text: str) -> None:
+    # Issue 29: ".." was accepted as an element (no actor can be called so).
+    with pytest.raises(ValueError, match="relative element"):
+        ActorPath.parse(text, "app")
+
+
+def test_lookup_and_selection_refuse_relative_elements(system: ActorSystem) -> None:
+    system.actor_of(Props(Echo), "b")
+    with pytest.raises(ValueError, match=r"relative element '\.\.'"):
+        system.lookup("/user/a/../b")
+    with pytest.raises(ValueError, match=r"relative element '\.\.'"):
+        system.actor_selection("/user/a/../b")

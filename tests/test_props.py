@@ -82,3 +82,49 @@ def test_a_factory_passing_arguments_to_a_class_without_init_fails_its_creation(
         ref = system.actor_of(Props(lambda: NoInit("typo")), "typo")  # type: ignore[call-arg]
         probe.watch(ref)
         probe.expect_terminated(ref)
+
+
+class TwoArgs(Actor):
+    def __init__(self, a: int, b: int, *, scale: int = 1) -> None:
+        self.total = (a + b) * scale
+
+    def receive(self, message: Any) -> None:
+        self.sender.tell(self.total)
+
+
+def _factory(a: int) -> Actor:
+    return TwoArgs(a, a)
+
+
+@pytest.mark.parametrize(
+    ("args", "kwargs", "match"),
+    [
+        ((1, 2, 3), {}, "too many positional arguments"),
+        ((1,), {}, "missing a required argument: 'b'"),
+        ((1, 2), {"x": 4}, "unexpected keyword argument 'x'"),
+        ((), {}, "missing a required argument: 'a'"),
+    ],
+)
+def test_props_checks_the_arguments_against_the_constructor(
+    args: tuple[Any, ...], kwargs: dict[str, Any], match: str
+) -> None:
+    # Issue 29: refused when the Props is made, not at every creation of the actor.
+    with pytest.raises(TypeError, match=rf"Props\(TwoArgs, \.\.\.\).*TwoArgs\(a, b, \*.*{match}"):
+        Props(TwoArgs, *args, **kwargs)
+
+
+def test_props_checks_the_arguments_of_a_factory_function() -> None:
+    with pytest.raises(TypeError, match="do not fit _factory"):
+        Props(_factory, 1, 2)
+    Props(_factory, 1)  # fits
+    # Each shape is checked once: a later Props of the same shape still gets checked
+    # by the cache, a new shape by the signature.
+    Props(TwoArgs, 1, 2, scale=3)
+    Props(TwoArgs, 5, 6, scale=7)
+    with pytest.raises(TypeError, match="too many positional"):
+        Props(TwoArgs, 1, 2, 3)
+
+
+def test_props_with_fitting_arguments_builds_the_actor(system: ActorSystem) -> None:
+    ref = system.actor_of(Props(TwoArgs, 1, 2, scale=3))
+    assert ref.ask("total?", timeout=5.0) == 9

@@ -9,13 +9,14 @@ from typing import Any
 import gevent
 import pytest
 from _actors import Collector, Echo, Recorder, ReentrantEcho
-from _inputs import BAD_TIMEOUTS, NOT_DURATIONS, WAIT, short
+from _inputs import BAD_TIMEOUTS, NOT_DURATIONS, WAIT, in_thread, short
 from gevent.queue import Queue
 
 import gactors
 from gactors import (
     Actor,
     ActorIdentity,
+    ActorInitializationException,
     ActorRef,
     ActorSystem,
     AskTimeoutError,
@@ -95,7 +96,9 @@ def test_ask_raises_the_exception_of_the_failing_actor(system: ActorSystem) -> N
     started = time.monotonic()
     with pytest.raises(ValueError) as info:
         ref.ask("fail", timeout=5)
-    assert info.value is err
+    # The asker's own copy of it (issue 29: the failure log keeps the original).
+    assert type(info.value) is ValueError and info.value.args == err.args
+    assert info.value is not err
     assert time.monotonic() - started < 2  # at once, not after the timeout
     assert ref.ask("after", timeout=2) == "fine"  # supervision restarted it
 
@@ -527,14 +530,67 @@ def test_forward_outside_an_actor(echo: ActorRef) -> None:
         echo.forward("x")
 
 
-def test_a_sender_that_is_not_a_ref_fails_the_actor_that_replies(
-    system: ActorSystem, echo: ActorRef
+@pytest.mark.parametrize("sender", ["notaref", 42, object(), Echo], ids=short)
+def test_a_sender_that_is_not_a_ref_is_refused_at_tell(
+    system: ActorSystem, echo: ActorRef, dead_letters: Collector, sender: Any
 ) -> None:
-    """``tell`` does not check ``sender`` (the hot path): the actor fails when it uses
-    it, and is supervised like any failure."""
-    with event_filter(system, AttributeError, message="tell"):
-        echo.tell("hello", 42)  # type: ignore[arg-type]
+    """Issue 29: refused where the mistake is, not later as an AttributeError of the
+    receiving actor's ``self.sender.tell`` (which restarted it)."""
+    with pytest.raises(TypeError, match="sender must be an ActorRef or None"):
+        echo.tell("hello", sender)
+    with pytest.raises(TypeError, match="sender must be an ActorRef or None"):
+        system.dead_letters.tell("hello", sender)
     assert echo.ask("still alive", timeout=WAIT) == "still alive"
+    assert not dead_letters.events  # nothing was sent
+
+
+class FailsToStart(Actor):
+    def __init__(self) -> None:
+        raise ValueError("no start")
+
+
+def test_an_ask_of_a_terminated_actor_fails_at_once(system: ActorSystem) -> None:
+    # Issue 28: as in Akka, an ask of an actor that has already terminated (here its
+    # constructor failed) fails at once, saying so, instead of waiting the timeout.
+    with event_filter(system, ActorInitializationException):
+        ref = system.actor_of(Props(FailsToStart), "fails-to-start")
+        # Sent before the constructor ran: the actor stops with the ask in its mailbox.
+        t0 = time.monotonic()
+        with pytest.raises(AskTimeoutError, match="terminated before processing it"):
+            ref.ask("queued", timeout=10.0)
+        assert time.monotonic() - t0 < 5.0
+    t0 = time.monotonic()
+    with pytest.raises(AskTimeoutError, match="had already terminated") as info:
+        ref.ask("late", timeout=10.0)
+    assert time.monotonic() - t0 < 5.0
+    assert "fails-to-start" in str(info.value)
+    # From another OS thread, and without blocking, alike.
+    fut = ref.ask("late", timeout=10.0, block=False)
+    with pytest.raises(AskTimeoutError, match="had already terminated"):
+        fut.get(5.0)
+    result: list[BaseException] = []
+
+    def from_thread() -> None:
+        try:
+            ref.ask("from a thread", timeout=10.0)
+        except BaseException as e:
+            result.append(e)
+
+    in_thread(from_thread)
+    assert len(result) == 1 and isinstance(result[0], AskTimeoutError), result
+
+
+def test_an_ask_of_an_actor_of_a_terminated_system_fails_at_once() -> None:
+    # Issue 29 item 5.
+    system = ActorSystem("terminated-ask", config={"log_dead_letters": 0})
+    ref = system.actor_of(Props(Echo), "echo")
+    assert ref.ask("hi", timeout=WAIT) == "hi"
+    system.terminate()
+    assert system.await_termination(WAIT)
+    t0 = time.monotonic()
+    with pytest.raises(AskTimeoutError, match="had already terminated"):
+        ref.ask("too late", timeout=10.0)
+    assert time.monotonic() - t0 < 5.0
 
 
 def test_an_actor_asking_itself_blocking_is_refused(echo: ActorRef) -> None:

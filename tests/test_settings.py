@@ -251,6 +251,14 @@ def test_settings_are_immutable() -> None:
         ({"stash_capacity": -1}, "'stash_capacity'"),
         ({"blocking_threshold": -1.0}, "'blocking_threshold'"),
         ({"shutdown_timeout": NAN}, "'shutdown_timeout'"),
+        # issue 29: the rule of ask(timeout=...): nothing infinite or too large to arm
+        ({"default_ask_timeout": float("inf")}, "'default_ask_timeout' is too large"),
+        ({"default_ask_timeout": 1e308}, "'default_ask_timeout' is too large"),
+        ({"shutdown_timeout": 10**400}, "'shutdown_timeout' is too large"),
+        ({"blocking_threshold": float("inf")}, "'blocking_threshold' is too large"),
+        # issue 29: below the detection's resolution, refused rather than missed
+        ({"blocking_threshold": 0.005}, r"'blocking_threshold' must be at least 0\.01 s"),
+        ({"blocking_threshold": 1e-9}, r"'blocking_threshold' must be at least 0\.01 s"),
         ({"guardian_supervisor_strategy": None}, "'guardian_supervisor_strategy'"),
         ({"guardian_supervisor_strategy": ""}, "'guardian_supervisor_strategy'"),
     ],
@@ -274,3 +282,24 @@ def test_invalid_config_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setenv("GACTORS_CONFIG", str(tmp_path / "missing.toml"))
     with pytest.raises(ConfigError, match="cannot read config file"):
         ActorSystem("bad")
+
+
+@pytest.mark.parametrize(
+    ("key", "suggestion"),
+    [
+        ("default_ask_timout", "default_ask_timeout"),
+        ("blocking_treshold", "blocking_threshold"),
+        ("dispatcher-throughput", "dispatcher_throughput"),
+        ("Shutdown_Timeout", "shutdown_timeout"),
+    ],
+)
+def test_a_near_miss_key_gets_a_did_you_mean(key: str, suggestion: str) -> None:
+    with pytest.raises(ConfigError, match=f"unknown setting '{key}'; did you mean '{suggestion}'"):
+        ActorSystem("bad", config={key: 1.0})
+
+
+def test_an_unknown_key_far_from_any_gets_no_suggestion() -> None:
+    with pytest.raises(ConfigError) as info:
+        ActorSystem("bad", config={"frobnicate": 1})
+    assert "did you mean" not in str(info.value)
+    assert "known settings: blocking_threshold" in str(info.value)

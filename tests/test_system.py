@@ -323,6 +323,17 @@ def test_stop_refuses_a_ref_of_another_system(system: ActorSystem, echo: ActorRe
     assert echo.ask("alive", timeout=5) == "alive"
 
 
+def test_stop_tells_two_systems_of_the_same_name_apart(system: ActorSystem) -> None:
+    # Issue 29: it said "belongs to actor system 'same', not 'same'".
+    with ActorSystem(system.name) as twin:
+        foreign = twin.actor_of(Props(Echo), "foreign")
+        with pytest.raises(ValueError) as info:
+            system.stop(foreign)
+        text = str(info.value)
+        assert f"another system of that name, id {id(twin):#x}" in text
+        assert f"(id {id(system):#x})" in text
+
+
 def test_stop_refuses_the_guardians(system: ActorSystem, echo: ActorRef) -> None:
     user = system.lookup("/user")
     root = system.lookup("/")
@@ -371,3 +382,92 @@ def test_a_carrier_is_dead_lettered_as_the_messages_it_carries(
         assert not any(isinstance(d.message, _Pair) for d in dead_letters.events)
     finally:
         del _CARRIERS[_Pair]
+
+
+class Named(Actor):
+    def __init__(self, tag: str) -> None:
+        self.tag = tag
+
+    def receive(self, message: Any) -> None:
+        self.sender.tell(self.tag)
+
+
+def test_actor_of_a_class_says_to_wrap_it_in_props(system: ActorSystem) -> None:
+    # Issue 28: a newcomer's first mistake; the error shows the fix.
+    with pytest.raises(TypeError, match=r"not the class Named: pass Props\(Named\)"):
+        system.actor_of(Named)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"Props\(Named, arg, key=value\)"):
+        system.actor_of(Named, "named")  # type: ignore[arg-type]
+    parent = system.actor_of(Props(Echo), "parent")
+    assert parent.ask("alive", timeout=WAIT) == "alive"
+    with pytest.raises(TypeError, match="actor_of needs a Props, not str"):
+        system.actor_of("Named")  # type: ignore[arg-type]
+    assert system.actor_of(Props(Named, "ok")).ask("tag?", timeout=WAIT) == "ok"
+
+
+_UNPATCHED = """
+import sys, threading, time
+{patch}
+from gactors import Actor, ActorSystem, Props
+
+class Sleeper(Actor):
+    def receive(self, message):
+        time.sleep(0.05)
+        self.sender.tell("slept")
+
+def two_systems():
+    for name in ("first", "second"):
+        system = ActorSystem(name)
+        refs = [system.actor_of(Props(Sleeper)) for _ in range(2)]
+        futures = [ref.ask("sleep", timeout=10, block=False) for ref in refs]
+        assert [f.get(10) for f in futures] == ["slept", "slept"]
+        system.terminate().get(10)
+
+{run}
+print("done", file=sys.stderr)
+"""
+_IN_MAIN = "two_systems()"
+# docs/howto/threads.md: a system in a thread of its own, in an unpatched program on purpose
+_IN_THREAD = "t = threading.Thread(target=two_systems); t.start(); t.join()"
+
+
+def _stderr_of(tmp_path: Any, patch: str, run: str) -> str:
+    import subprocess
+    import sys
+
+    script = tmp_path / "unpatched.py"
+    script.write_text(_UNPATCHED.format(patch=patch, run=run))
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.rstrip().endswith("done"), proc.stderr  # the script ran to its end
+    return proc.stderr
+
+
+def test_a_system_in_an_unpatched_process_warns_once(tmp_path: Any) -> None:
+    # Issue 28: four actors sleeping 0.5 s took 2 s in silence.
+    stderr = _stderr_of(tmp_path, patch="", run=_IN_MAIN)
+    assert stderr.count("gevent has not monkey-patched this process") == 1, stderr
+    assert "(time, socket, select not patched)" in stderr
+    assert "from gevent import monkey; monkey.patch_all()" in stderr
+
+
+@pytest.mark.parametrize(
+    "patch",
+    [
+        "from gevent import monkey; monkey.patch_all()",
+        "import gevent.monkey; gevent.monkey.patch_all(thread=False)",
+    ],
+    ids=["patch_all", "thread=False"],
+)
+def test_a_system_in_a_patched_process_does_not_warn(tmp_path: Any, patch: str) -> None:
+    stderr = _stderr_of(tmp_path, patch=patch, run=_IN_MAIN)
+    assert "monkey-patched" not in stderr, stderr
+
+
+def test_a_system_in_a_thread_of_its_own_does_not_warn(tmp_path: Any) -> None:
+    # The thread's systems say nothing; the main thread's, created after, still warn.
+    run = f"{_IN_THREAD}\nprint('thread done', file=sys.stderr, flush=True)\n{_IN_MAIN}"
+    stderr = _stderr_of(tmp_path, patch="", run=run)
+    before, _, after = stderr.partition("thread done")
+    assert "monkey-patched" not in before, stderr
+    assert after.count("monkey-patched") == 1, stderr

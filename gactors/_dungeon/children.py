@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from gactors import _sysmsg as sm
+from gactors._actor import Actor
 from gactors._dungeon._state import EMPTY, CellState
 from gactors._path import validate_name
 from gactors._props import Props
@@ -132,7 +133,7 @@ class Children(CellState):
         self, props: Props, name: str | None, *, system_name: bool = False
     ) -> ActorRef:
         if not isinstance(props, Props):
-            raise TypeError(f"actor_of needs a Props, not {type(props).__name__}")
+            raise TypeError(_not_props(props))
         if self.dead or self.termination_reason is TERMINATION:
             raise IllegalStateError(
                 f"cannot create a child of {self.path}: it is "
@@ -210,3 +211,21 @@ class Children(CellState):
             self.termination_reason = None
             return None if reason is USER_REQUEST else reason
         return None
+
+
+def _not_props(props: object) -> str:
+    """What ``actor_of`` says to a value that is not a Props: how to make one of it."""
+    if isinstance(props, type) and issubclass(props, Actor):
+        name = props.__qualname__
+        return (
+            f"actor_of needs a Props, not the class {name}: pass Props({name}) "
+            f"(with the constructor's arguments after the class: Props({name}, arg, key=value))"
+        )
+    if isinstance(props, Actor):
+        name = type(props).__qualname__
+        return (
+            f"actor_of needs a Props, not an instance of {name}: gactors builds the actor "
+            f"itself (again on every restart); pass Props({name}, arg, key=value) with the "
+            "constructor's arguments"
+        )
+    return f"actor_of needs a Props, not {type(props).__name__}"

@@ -19,6 +19,7 @@ from gactors._dungeon._state import CellState
 from gactors._dungeon.faulthandling import FATAL
 from gactors._threads import get_ident
 from gactors._timers import TimerMsg
+from gactors.exceptions import AskTimeoutError
 
 if TYPE_CHECKING:
     from gactors._ref import ActorRef
@@ -151,6 +152,8 @@ class Dispatch(CellState):
             raise self.system.fork_error()
         if self.dead:
             self.system.publish_dead_letter(message, sender, self.ref)
+            if sender is not None:
+                _fail_ask(sender, self.ref, message, already=True)
             return
         capacity = self.capacity
         if capacity is not None and len(self.mailbox) >= capacity:
@@ -199,6 +202,28 @@ class Dispatch(CellState):
             if isinstance(message, TimerMsg):
                 continue  # its timer was cancelled with the instance: never delivered
             dead_letter(message, sender, me)
+            if sender is not None:
+                _fail_ask(sender, me, message, already=False)
+
+
+def _fail_ask(sender: ActorRef, me: ActorRef, message: Any, *, already: bool) -> None:
+    """An ask of this (dead) actor will never be answered: fail it now, not at its timeout.
+
+    Akka fails an ask of a terminated actor at once; the same holds here for an ask
+    still queued when the actor stopped (its constructor failed, say), since no code
+    of the actor saw the question. Only an ask of this very actor: a question that
+    reached it through another actor (a router, a region) is that actor's to answer.
+    """
+    from gactors._ref import PromiseRef
+
+    if type(sender) is PromiseRef and sender._target == me:  # noqa: SLF001  the ask's target
+        when = "had already terminated" if already else "terminated before processing it"
+        sender.complete_exc(
+            AskTimeoutError(
+                f"ask of {me.path} failed at once: the actor {when} (message of type "
+                f"{type(message).__name__}, now a dead letter)"
+            )
+        )
 
 
 _SYSTEM_HANDLERS: Final[dict[type, Callable[[CellState, Any], None]]] = {

@@ -230,14 +230,59 @@ def test_the_failure_log_shows_the_actors_traceback_not_the_askers(
 
     with pytest.raises(ValueError, match="raised in the actor") as raised:
         the_askers_own_function()
-    # The asker got the very exception object, with its own frames on top.
+    # The asker got the exception (its own copy), with its own frames on top.
     asker_frames = [f.name for f in traceback.extract_tb(raised.value.__traceback__)]
     assert "the_askers_own_function" in asker_frames
 
     await_condition(lambda: [r for r in caplog.records if r.exc_info], timeout=5, interval=0.02)
-    [record] = [r for r in caplog.records if r.exc_info and r.exc_info[1] is raised.value]
+    [record] = [r for r in caplog.records if r.exc_info and "question" in str(r.exc_info[1])]
     assert record.exc_info is not None
     logged = [f.name for f in traceback.extract_tb(record.exc_info[2])]
     # Before the fix the supervisor's record started in the asker's code.
     assert "the_askers_own_function" not in logged
     assert logged[-1] == "receive"
+
+
+class Annotated(ValueError):
+    def __init__(self, code: int, *, detail: str) -> None:
+        super().__init__(code)
+        self.detail = detail
+
+
+class RaisesAnnotated(Actor):
+    def receive(self, message: Any) -> None:
+        exc = Annotated(7, detail="from the actor")
+        exc.add_note("the actor's note")
+        raise exc
+
+
+def test_the_asker_gets_its_own_exception_not_the_logged_one(
+    actor_system: ActorSystem, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Issue 29: the supervisor logs the failure after the asker got it; what the asker
+    # does to its exception (a note, an attribute) must not show in that record.
+    caplog.set_level(logging.ERROR, logger="gactors.supervision")
+    log = LogRecorder(actor_system)
+    ref = actor_system.actor_of(Props(RaisesAnnotated), "annotated")
+    with pytest.raises(Annotated) as raised:
+        ref.ask("question", timeout=5.0)
+    mine = raised.value
+    mine.add_note("the asker's note")
+    mine.detail = "changed by the asker"
+    await_condition(lambda: log.events, timeout=5, interval=0.02, message="the failure log")
+    log.close()
+    [logged] = [e.cause for e in log.events]
+    assert isinstance(logged, Annotated) and logged is not mine
+    assert logged.__notes__ == ["the actor's note"]
+    assert logged.detail == "from the actor"
+    # The asker's copy has everything the original had when it was raised.
+    assert mine.args == (7,) and mine.__notes__ == ["the actor's note", "the asker's note"]
+    assert [f.name for f in traceback.extract_tb(mine.__traceback__)][-1] == "receive"
+    records = await_condition(
+        lambda: [r for r in caplog.records if r.exc_info and "annotated" in r.getMessage()],
+        timeout=5,
+        interval=0.02,
+        message="the failure's log record",
+    )
+    [record] = records
+    assert record.exc_info is not None and record.exc_info[1] is logged
