@@ -65,8 +65,8 @@ from gactors.contrib import worker_system
 from gactors.contrib._observer import observer_for
 
 if TYPE_CHECKING:
-    from gactors._eventstream import LogEvent
     from gactors._messages import HubBlocked
+    from gactors._supervision import FailureHandled
     from gactors._system import ActorSystem
 
 __all__ = ["DEFAULT_INTERVAL", "ActorSystemMetrics", "metrics_app", "multiprocess_mode"]
@@ -252,10 +252,8 @@ class ActorSystemMetrics:
         if kind == "dead_letter":
             self._dead_letters.inc()
         elif kind == "failure":
-            log_event: LogEvent = event
-            if log_event.directive is None:
-                return
-            d = log_event.directive.name.lower()
+            handled: FailureHandled = event
+            d = handled.directive.name.lower()
             counter = self._failures.get(d)
             if counter is None:
                 counter = self._failures[d] = self._family.failures.labels(self.system.name, d)
