@@ -393,6 +393,11 @@ def test_a_real_cluster_in_chromium(browser: Any, request: pytest.FixtureRequest
         expect(failures).to_contain_text("\u00d75")
         expect(failures).to_contain_text(f"/user/orders @{a_node}")
         expect(page.locator("#hot-restarts")).to_contain_text(f"/user/billing @{b_node} restarts 5")
+        # The charts: the cluster's sum and one line per node.
+        lines = page.locator("#chart-restarts polyline")
+        expect(lines).to_have_count(3)
+        assert lines.nth(1).get_attribute("data-node") == a_node
+        assert lines.nth(2).get_attribute("data-node") == b_node
         # The actors card is the sum of both nodes' too.
         state = DashboardApp(a).state()
         per_node = state["cluster"]["per_node"]

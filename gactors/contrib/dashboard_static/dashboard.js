@@ -126,30 +126,63 @@
     renderFailures(c ? c.failures : state.failure_groups, !!c);
     renderBlocks(c ? c.blocks : state.hub_blocked.groups, !!c);
     renderHot(c ? c.hot : state.hot, !!c);
-    renderCharts(c ? c.history : state.history);
+    renderCharts(c ? c.history : state.history, c);
     renderCluster(c);
   }
 
-  // The per-second history as three line charts (the last 10 minutes, newest right).
+  // The per-second history as three line charts (the last 10 minutes, newest right):
+  // the sum, and on a cluster node one thin line per node that answered.
   var WINDOW = 600;
-  function renderCharts(history) {
+  var SVG = "http://www.w3.org/2000/svg";
+  function linePoints(values, end, lastEnd, scale) {
+    var offset = WINDOW - values.length - (lastEnd - end);
+    return values.map(function (v, i) {
+      return (offset + i) + "," + (58 - v / scale * 54).toFixed(1);
+    }).filter(function (pt, i) { return offset + i >= 0; }).join(" ");
+  }
+  function renderCharts(history, cluster) {
+    var perNode = [];
+    if (cluster) {
+      cluster.nodes.forEach(function (n) {
+        var act = n.totals && n.totals.activity;
+        if (act && act.history) perNode.push({ address: n.address, history: act.history });
+      });
+    }
     ["messages", "restarts", "dead_letters"].forEach(function (name) {
       var box = $("chart-" + name);
+      var svg = box.querySelector("svg");
       var values = (history[name] || []).slice(-WINDOW);
       var peak = Math.max.apply(null, values.concat([0]));
       var scale = Math.max(peak, 1);
-      var offset = WINDOW - values.length;
-      var points = values.map(function (v, i) {
-        return (offset + i) + "," + (58 - v / scale * 54).toFixed(1);
-      }).join(" ");
-      box.querySelector("polyline").setAttribute("points", points);
+      var lines = [linePoints(values, history.end, history.end, scale)];
+      var titles = ["all nodes"];
+      perNode.forEach(function (n) {
+        lines.push(linePoints((n.history[name] || []).slice(-WINDOW), n.history.end, history.end, scale));
+        titles.push(shortNode(n.address));
+      });
+      var polys = svg.querySelectorAll("polyline");
+      for (var i = polys.length; i < lines.length; i++) {
+        var pl = document.createElementNS(SVG, "polyline");
+        pl.setAttribute("class", "node-line node-line-" + (i % 4));
+        svg.appendChild(pl);
+      }
+      polys = svg.querySelectorAll("polyline");
+      for (var j = 0; j < polys.length; j++) {
+        if (j < lines.length) {
+          polys[j].setAttribute("points", lines[j]);
+          polys[j].dataset.node = titles[j];
+        } else {
+          polys[j].remove();
+        }
+      }
       var last = values.length ? values[values.length - 1] : 0;
       var total = values.reduce(function (a, b) { return a + b; }, 0);
       box.dataset.last = String(last);
       box.dataset.total = String(total);
       box.dataset.end = String(history.end);
       box.querySelector(".chart-note").textContent = "now " + fmt(last) + " · peak " + fmt(peak) +
-        " · " + fmt(total) + " in the last " + Math.max(1, Math.round(values.length / 60)) + " min";
+        " · " + fmt(total) + " in the last " + Math.max(1, Math.round(values.length / 60)) + " min" +
+        (perNode.length ? " · thin lines: each node" : "");
     });
   }
 
