@@ -228,9 +228,14 @@ class SystemObserver:
         stream.subscribe(self._on_failure, FailureHandled)
         if not system.is_terminated:
             # One sample a second while the system runs: a few counter reads, off the
-            # message path (the history is there before anyone opens the page).
-            self._sample()
-            system.scheduler.schedule_with_fixed_delay(1.0, 1.0, self._sample)
+            # message path (the history is there before anyone opens the page). The
+            # first is the baseline: now if this is the hub thread, else as soon as the
+            # scheduler runs it there (the counters are only read in the hub thread).
+            if get_ident() == system._tid:
+                self._sample()
+                system.scheduler.schedule_with_fixed_delay(1.0, 1.0, self._sample)
+            else:
+                system.scheduler.schedule_with_fixed_delay(0.0, 1.0, self._sample)
 
     # -- events (hub thread) ----------------------------------------------------------------
     def _on_dead_letter(self, event: DeadLetter) -> None:

@@ -292,6 +292,35 @@ def test_cluster_members_by_status(system: ActorSystem, monkeypatch: pytest.Monk
     assert value(got, "gactors_cluster_members", status="unreachable", system="metrics") == 0
 
 
+def test_failures_are_counted_when_the_strategy_does_not_log(system: ActorSystem) -> None:
+    """The counter comes from supervision (FailureHandled), not from the log."""
+    from gactors import Directive, OneForOneStrategy
+
+    class Quiet(Actor):
+        supervisor_strategy = OneForOneStrategy(lambda e: Directive.RESTART, logging_enabled=False)
+
+        def receive(self, message: Any) -> None:
+            self.sender.tell(self.context.actor_of(Props(Worker), "w"))
+
+    registry = CollectorRegistry()
+    ActorSystemMetrics(system, registry=registry, interval=None)
+    child = system.actor_of(Props(Quiet), "quiet").ask("make", timeout=5)
+    child.tell(ValueError("silent"))
+    child.tell(ValueError("silent"))
+    await_condition(
+        lambda: (
+            value(
+                parse(generate_latest(registry).decode()),
+                "gactors_failures_total",
+                directive="restart",
+                system="metrics",
+            )
+            == 2
+        ),
+        timeout=10,
+    )
+
+
 def test_one_metrics_object_per_system_name(system: ActorSystem) -> None:
     registry = CollectorRegistry()
     ActorSystemMetrics(system, registry=registry, interval=None)
