@@ -36,6 +36,16 @@ def _is_loopback(host: str) -> bool:
         return False
 
 
+# What a dashboard served alone without a cluster shows: its own, empty system.
+_NO_CLUSTER_NOTICE = (
+    "This dashboard shows its own actor system {name!r}, started by `python -m gactors "
+    "dashboard` in this process: it has no actors of yours. To see a cluster, start it "
+    "with `--cluster-url redis://HOST:6379/0 --system NAME` (the cluster's Redis and the "
+    "system name its nodes use); to see an application's actors, mount DashboardApp in "
+    "that application (docs/dashboard.md)."
+)
+
+
 def _dashboard(args: argparse.Namespace) -> int:
     import gevent
 
@@ -59,8 +69,13 @@ def _dashboard(args: argparse.Namespace) -> int:
     except Exception as e:  # a bad cluster URL, an unreachable Redis, no cluster support
         print(f"python -m gactors dashboard: {type(e).__name__}: {e}", file=sys.stderr)
         return 2
-    server = serve(DashboardApp(system, token=token), host, port)
+    app = DashboardApp(system, token=token)
+    if not args.cluster_url:
+        app.notice = _NO_CLUSTER_NOTICE.format(name=system.name)
+    server = serve(app, host, port)
     _log.info("gactors dashboard of %r on http://%s:%d/", system.name, host, server.server_port)
+    if app.notice:
+        _log.info("%s", app.notice)
     # SIGTERM (a process manager stopping us) ends it as cleanly as Ctrl-C.
     gevent.signal_handler(signal.SIGTERM, system.terminate)
     try:

@@ -330,7 +330,7 @@ def run(fast: bool = False) -> int:
     if missing:
         say(
             f"The cluster demo needs gactors' cluster extra ({', '.join(missing)} missing):\n"
-            "    pip install 'gactors[cluster]'"
+            "    pip install '.[cluster]'    (from a gactors checkout)"
         )
         return 1
     from gactors.testkit._redis_server import NO_SERVER_HINT, RedisServer, RedisServerError

@@ -2,8 +2,10 @@
 place that observes an actor system (an extension: one observer per system).
 
 The observer subscribes to the event stream for the events that are not state but
-history (``DeadLetter``, ``HubBlocked`` and the supervisors' failure ``LogEvent``\\ s,
-which carry their ``directive``) and keeps a bounded record of them. The live state
+history (``DeadLetter``, ``HubBlocked`` and the supervisors' ``FailureHandled``, which
+carry their ``directive`` and are published whether or not the strategy logs) and keeps
+a bounded record of them, grouped too, and a per-second history of the last ten minutes
+(messages, restarts, dead letters), sampled by a one-second timer. The live state
 (actors, mailbox depths, restart counts) is read by walking the cells on demand.
 
 Why it is shaped like this:
@@ -31,9 +33,9 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from gactors._dispatch import Dispatcher
-from gactors._eventstream import LogEvent
 from gactors._extension import ExtensionId
 from gactors._messages import DeadLetter, HubBlocked
+from gactors._supervision import FailureHandled
 from gactors._text import safe_str
 from gactors._threads import get_ident
 
@@ -45,11 +47,14 @@ T = TypeVar("T")
 P = ParamSpec("P")
 
 __all__ = [
+    "AUTO_EXPAND",
+    "HISTORY_SECONDS",
     "MAX_WALK",
     "TOTALS_TTL",
     "WALK_SHARE",
     "ObserverExtension",
     "SystemObserver",
+    "actor_label",
     "local_path",
     "observer_for",
 ]
@@ -71,8 +76,16 @@ RECENT_RESTART = 30.0
 HOT = 10
 """Entries of the "deepest mailboxes" and "most restarts" lists."""
 
+AUTO_EXPAND = 300
+"""A tree of at most this many actors is shown fully expanded; a larger one shows the
+path to every hot actor (most restarts, deepest mailboxes, restarted recently)."""
+
+HISTORY_SECONDS = 600
+"""Seconds of per-second history kept (messages, restarts, dead letters per second)."""
+
 _FAILURES_KEPT = 50
 _BLOCKS_KEPT = 50
+_GROUPS_KEPT = 200
 _HISTORY_SECONDS = 60
 _STACK_CHARS = 4000
 
@@ -100,19 +113,77 @@ def local_path(path: str) -> str:
     return path[j:] if j >= 0 else "/"
 
 
+# gactors' own private actor classes, by qualified name: what to call them on a page
+# (a function of the actor's name and its parent's name).
+_LABELS: dict[str, Callable[[str, str], str]] = {
+    "_RootGuardian": lambda name, parent: "root guardian",
+    "_UserGuardian": lambda name, parent: "user guardian",
+    "_SystemGuardian": lambda name, parent: "system guardian",
+    "_Region": lambda name, parent: "shard region " + name.removeprefix("sharding-"),
+    "_Shard": lambda name, parent: f"shard {name} of {parent.removeprefix('sharding-')}",
+    "_SingletonManager": lambda name, parent: (
+        "singleton manager " + name.removeprefix("singletonManager-")
+    ),
+    "_SingletonProxy": lambda name, parent: (
+        "singleton proxy " + name.removeprefix("singletonProxy-")
+    ),
+    "_PoolRouter": lambda name, parent: "pool router",
+    "_ProbeActor": lambda name, parent: "test probe",
+}
+
+
+def actor_label(qualname: str, name: str, parent_name: str) -> str:
+    """What a page calls an actor of class ``qualname`` named ``name``.
+
+    gactors' private classes are named for what they are ("shard region cart",
+    "singleton manager order-numbers"); a class defined inside a function loses the
+    ``f.<locals>.`` part of its qualified name (the full name is kept in ``actor``).
+    """
+    label = _LABELS.get(qualname)
+    if label is not None:
+        return label(name, parent_name)
+    return qualname.rpartition(".<locals>.")[2]
+
+
 def _cell_info(cell: ActorCell, path: str, parent: str | None) -> dict[str, Any]:
     actor = cell.actor
     factory = cell.props.factory
     cls = type(actor) if actor is not None else factory
+    qualname = getattr(cls, "__qualname__", type(cls).__name__)
+    parent_name = parent.rpartition("/")[2] if parent else ""
     return {
         "path": path,
         "name": cell.name or "/",
         "parent": parent,
         "state": cell.state_name,
-        "actor": getattr(cls, "__qualname__", type(cls).__name__),
+        "actor": qualname,
+        "label": actor_label(qualname, cell.name or "/", parent_name),
         "mailbox": len(cell.mailbox),
         "restarts": cell.restarts,
         "children": len(cell.child_cells),
+    }
+
+
+def _bound(groups: dict[Any, dict[str, Any]]) -> None:
+    """Keep at most _GROUPS_KEPT groups: drop the one seen last longest ago."""
+    if len(groups) > _GROUPS_KEPT:
+        oldest = min(groups, key=lambda k: groups[k].get("last", groups[k]["first"]))
+        del groups[oldest]
+
+
+def _subtree_sums(order: list[tuple[str, int, int, int, bool]]) -> dict[str, tuple[int, int]]:
+    """(restarts, queued messages) below each actor with children, when not both 0."""
+    restarts = [0] * len(order)
+    queued = [0] * len(order)
+    for i in range(len(order) - 1, 0, -1):  # children come after their parent
+        _, parent, r, m, _ = order[i]
+        if parent >= 0:
+            restarts[parent] += restarts[i] + r
+            queued[parent] += queued[i] + m
+    return {
+        order[i][0]: (restarts[i], queued[i])
+        for i in range(len(order))
+        if order[i][4] and (restarts[i] or queued[i])
     }
 
 
@@ -146,10 +217,26 @@ class SystemObserver:
         self._totals_ttl = TOTALS_TTL
         self._rate_sample: tuple[float, int] | None = None
         self._rate = 0.0
+        # Repeated failures and hub blocks, grouped: (path, exception, directive) and path.
+        self.failure_groups: dict[tuple[str, str | None, str], dict[str, Any]] = {}
+        self.block_groups: dict[str | None, dict[str, Any]] = {}
+        # Per-second history: [wall second, messages, restarts, dead letters] deltas.
+        self.history: deque[tuple[int, int, int, int]] = deque(maxlen=HISTORY_SECONDS)
+        self._sampled: tuple[int, int, int] | None = None
         stream = system.event_stream
         stream.subscribe(self._on_dead_letter, DeadLetter)
         stream.subscribe(self._on_hub_blocked, HubBlocked)
-        stream.subscribe(self._on_log, LogEvent)
+        stream.subscribe(self._on_failure, FailureHandled)
+        if not system.is_terminated:
+            # One sample a second while the system runs: a few counter reads, off the
+            # message path (the history is there before anyone opens the page). The
+            # first is the baseline: now if this is the hub thread, else as soon as the
+            # scheduler runs it there (the counters are only read in the hub thread).
+            if get_ident() == system._tid:
+                self._sample()
+                system.scheduler.schedule_with_fixed_delay(1.0, 1.0, self._sample)
+            else:
+                system.scheduler.schedule_with_fixed_delay(0.0, 1.0, self._sample)
 
     # -- events (hub thread) ----------------------------------------------------------------
     def _on_dead_letter(self, event: DeadLetter) -> None:
@@ -169,44 +256,126 @@ class SystemObserver:
         stack = event.stack or ""
         if len(stack) > _STACK_CHARS:
             stack = "...\n" + stack[-_STACK_CHARS:]
+        now = time.time()
+        path = local_path(event.actor_path) if event.actor_path else None
         self.blocks.appendleft(
-            {
-                "time": time.time(),
-                "path": local_path(event.actor_path) if event.actor_path else None,
-                "seconds": round(event.seconds, 4),
-                "stack": stack,
-            }
+            {"time": now, "path": path, "seconds": round(event.seconds, 4), "stack": stack}
         )
+        group = self.block_groups.get(path)
+        if group is None:
+            group = self.block_groups[path] = {
+                "path": path,
+                "count": 0,
+                "seconds": 0.0,
+                "max_seconds": 0.0,
+                "first": now,
+            }
+            _bound(self.block_groups)
+        group["count"] += 1
+        group["seconds"] = round(group["seconds"] + event.seconds, 4)
+        group["max_seconds"] = max(group["max_seconds"], round(event.seconds, 4))
+        group["last"] = now
+        group["stack"] = stack
         for fn in self.listeners:
             fn("hub_blocked", event)
 
-    def _on_log(self, event: LogEvent) -> None:
-        directive = event.directive
-        if directive is None:
-            return  # not a supervisor's decision on a failure
-        name = directive.name.lower()
+    def _on_failure(self, event: FailureHandled) -> None:
+        # Supervision's record of a decided failure (published whether or not the
+        # strategy logs it).
+        name = event.directive.name.lower()
         self.directives[name] = self.directives.get(name, 0) + 1
         path = local_path(event.source)
         cause = event.cause
+        now = time.time()
+        exception = type(cause).__name__
+        message = safe_str(cause)
         self.failures.appendleft(
             {
-                "time": time.time(),
+                "time": now,
                 "path": path,
                 "directive": name,
-                "exception": type(cause).__name__ if cause is not None else None,
-                "message": safe_str(cause) if cause is not None else event.message,
+                "exception": exception,
+                "message": message,
             }
         )
+        key = (path, exception, name)
+        group = self.failure_groups.get(key)
+        if group is None:
+            group = self.failure_groups[key] = {
+                "path": path,
+                "exception": exception,
+                "directive": name,
+                "count": 0,
+                "first": now,
+            }
+            _bound(self.failure_groups)
+        group["count"] += 1
+        group["last"] = now
+        group["message"] = message
         if name == "restart":
             restarted = self._restarted
-            now = time.monotonic()
-            restarted[path] = now
+            mono = time.monotonic()
+            restarted[path] = mono
             if len(restarted) > 1000:
                 # Bounded: forget the ones no page would highlight any more.
-                for p in [p for p, t in restarted.items() if now - t > RECENT_RESTART]:
+                for p in [p for p, t in restarted.items() if mono - t > RECENT_RESTART]:
                     del restarted[p]
         for fn in self.listeners:
             fn("failure", event)
+
+    def _sample(self) -> None:
+        # Called every second by the system's scheduler (hub thread).
+        second = int(time.time())
+        now = (self._processed(), self.directives.get("restart", 0), self.dead_letters)
+        before = self._sampled
+        self._sampled = now
+        if before is not None:
+            deltas = [max(0, a - b) for a, b in zip(now, before, strict=True)]
+            self.history.append((second, deltas[0], deltas[1], deltas[2]))
+
+    def history_view(self, seconds: int = HISTORY_SECONDS) -> dict[str, Any]:
+        """The per-second history, oldest first: ``{"end": wall second of the last
+        sample, "messages": [...], "restarts": [...], "dead_letters": [...]}`` (one
+        entry per second, the last ``seconds``; a second without a sample counts 0)."""
+        samples = list(self.history)
+        if not samples:
+            return {"end": int(time.time()), "messages": [], "restarts": [], "dead_letters": []}
+        end = samples[-1][0]
+        start = end - min(seconds, HISTORY_SECONDS) + 1
+        by_second = {s[0]: s for s in samples if s[0] >= start}
+        span = range(max(start, samples[0][0]), end + 1)
+        rows = [by_second.get(s, (s, 0, 0, 0)) for s in span]
+        return {
+            "end": end,
+            "messages": [r[1] for r in rows],
+            "restarts": [r[2] for r in rows],
+            "dead_letters": [r[3] for r in rows],
+        }
+
+    def activity(self, totals: dict[str, Any]) -> dict[str, Any]:
+        """This node's figures besides the tree, as one dict (what a dashboard shows
+        for a node: its own, or another node's through its inspector)."""
+        return {
+            "messages_per_second": round(self.messages_per_second(), 1),
+            "dead_letters": self.dead_letters,
+            "dead_letters_per_second": self.dead_letters_per_second(),
+            "hub_blocked": self.hub_blocked,
+            "hub_blocked_seconds": round(self.hub_blocked_seconds, 4),
+            "failures": self.grouped_failures(),
+            "blocks": self.grouped_blocks(),
+            "hot": {"mailbox": totals["deepest_mailboxes"], "restarts": totals["most_restarts"]},
+            "history": self.history_view(),
+        }
+
+    def grouped_failures(self, n: int = 20) -> list[dict[str, Any]]:
+        """Failures grouped by (actor, exception, directive), the latest first."""
+        groups = sorted(self.failure_groups.values(), key=lambda g: g["last"], reverse=True)
+        return [dict(g) for g in groups[:n]]
+
+    def grouped_blocks(self, n: int = 10) -> list[dict[str, Any]]:
+        """Hub blocks grouped by actor (None: code outside the actors), the latest first."""
+        groups = sorted(self.block_groups.values(), key=lambda g: g["last"], reverse=True)
+        return [dict(g) for g in groups[:n]]
 
     # -- views (any thread) -----------------------------------------------------------------
     def in_hub(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
@@ -285,12 +454,15 @@ class SystemObserver:
         deep: list[tuple[int, str]] = []
         restarted: list[tuple[int, str]] = []
         truncated = False
-        stack: list[tuple[ActorCell, str]] = [(self.system.root_cell, "/")]
+        # Pre-order: (path, index of the parent, own restarts, own mailbox, has children);
+        # summed bottom-up afterwards into each parent's subtree.
+        order: list[tuple[str, int, int, int, bool]] = []
+        stack: list[tuple[ActorCell, str, int]] = [(self.system.root_cell, "/", -1)]
         while stack:
             if actors >= MAX_WALK:
                 truncated = True
                 break
-            cell, path = stack.pop()
+            cell, path, parent_index = stack.pop()
             actors += 1
             depth = len(cell.mailbox)
             if depth:
@@ -310,9 +482,11 @@ class SystemObserver:
                 elif r > restarted[0][0]:
                     heapq.heapreplace(restarted, (r, path))
             children = cell.child_cells
+            index = len(order)
+            order.append((path, parent_index, r, depth, bool(children)))
             if children:
                 for name, child in children.items():
-                    stack.append((child, _child_path(path, name)))
+                    stack.append((child, _child_path(path, name), index))
         return {
             "actors": actors,
             "mailbox": queued,
@@ -323,23 +497,77 @@ class SystemObserver:
             "most_restarts": [
                 {"path": p, "restarts": r} for r, p in sorted(restarted, reverse=True)
             ],
+            "subtrees": _subtree_sums(order),
         }
 
+    def hot_paths(self, totals: dict[str, Any]) -> set[str]:
+        """The actors a page should not have to look for: the most restarted, the
+        deepest mailboxes and the recently restarted ones."""
+        paths = {e["path"] for e in totals["most_restarts"]}
+        paths |= {e["path"] for e in totals["deepest_mailboxes"]}
+        now = time.monotonic()
+        paths |= {p for p, t in self._restarted.items() if now - t < RECENT_RESTART}
+        return paths
+
+    def auto_open(self, totals: dict[str, Any]) -> frozenset[str] | None:
+        """What a page opens by itself: None (everything) for a tree of at most
+        :data:`AUTO_EXPAND` actors, else every ancestor of a hot actor."""
+        if totals["actors"] <= AUTO_EXPAND and not totals["truncated"]:
+            return None
+        opened: set[str] = set()
+        for path in self.hot_paths(totals):
+            while path not in ("", "/"):
+                path = path.rpartition("/")[0] or "/"
+                opened.add(path)
+        return frozenset(opened)
+
     def tree(
-        self, open_paths: Iterable[str], limit: int, max_rows: int | None = None
+        self,
+        open_paths: Iterable[str],
+        limit: int,
+        max_rows: int | None = None,
+        *,
+        auto: bool = False,
+        closed: Iterable[str] = (),
     ) -> list[dict[str, Any]]:
         """The visible part of the tree, flat, parents first (pre-order).
 
         The root is always there; the children of a node are listed (the first
         ``limit`` of them; ``more`` counts the rest) when the node and all of its
-        ancestors are in ``open_paths``. ``max_rows`` bounds the whole list (the nodes
-        opened first in pre-order get their children first; ``more`` counts what the
-        bound cut off).
+        ancestors are open: in ``open_paths`` or, with ``auto``, opened by
+        :meth:`auto_open` (every node of a small tree, the path to every hot actor of
+        a large one), unless in ``closed``. ``max_rows`` bounds the whole list (the
+        nodes opened first in pre-order get their children first; ``more`` counts what
+        the bound cut off). A node with children that are not listed carries
+        ``subtree``: the restarts and queued messages of everything below it.
         """
-        return self.in_hub(self._walk_tree, frozenset(open_paths), limit, max_rows)
+        totals = self.totals()
+        base = frozenset(open_paths)
+        opened: frozenset[str] | None = base
+        must_show: frozenset[str] = frozenset()
+        if auto:
+            extra = self.auto_open(totals)
+            opened = None if extra is None else base | extra
+            # A hot actor and its ancestors are listed even beyond ``limit``.
+            must_show = frozenset(self.hot_paths(totals)) | (extra or frozenset())
+        return self.in_hub(
+            self._walk_tree,
+            opened,
+            frozenset(closed),
+            limit,
+            max_rows,
+            totals["subtrees"],
+            must_show,
+        )
 
     def _walk_tree(
-        self, open_paths: frozenset[str], limit: int, max_rows: int | None = None
+        self,
+        open_paths: frozenset[str] | None,
+        closed: frozenset[str],
+        limit: int,
+        max_rows: int | None,
+        subtrees: dict[str, tuple[int, int]],
+        must_show: frozenset[str] = frozenset(),
     ) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []
         stack: list[tuple[ActorCell, str, str | None]] = [(self.system.root_cell, "/", None)]
@@ -350,17 +578,25 @@ class SystemObserver:
             info = _cell_info(cell, path, parent)
             info["recent_restart"] = self.recently_restarted(path)
             out.append(info)
-            if path in open_paths and cell.child_cells:
+            is_open = path == "/" or (
+                path not in closed and (open_paths is None or path in open_paths)
+            )
+            if is_open and cell.child_cells:
                 take = limit if budget is None else min(limit, budget)
                 shown: list[tuple[ActorCell, str, str | None]] = []
                 for name, child in cell.child_cells.items():
-                    if len(shown) >= take:
+                    child_path = _child_path(path, name)
+                    if len(shown) < take or (child_path in must_show and budget != 0):
+                        shown.append((child, child_path, path))
+                    elif not must_show:
                         break
-                    shown.append((child, _child_path(path, name), path))
                 if budget is not None:
-                    budget -= len(shown)
+                    budget = max(0, budget - len(shown))
                 info["more"] = len(cell.child_cells) - len(shown)
                 stack.extend(reversed(shown))  # popped in their own order
+            elif cell.child_cells:
+                r, m = subtrees.get(path, (0, 0))
+                info["subtree"] = {"restarts": r, "mailbox": m}
         return out
 
     def node(self, path: str, limit: int) -> dict[str, Any] | None:

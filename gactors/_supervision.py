@@ -29,6 +29,7 @@ __all__ = [
     "ChildRestartStats",
     "DefaultSupervisorStrategy",
     "Directive",
+    "FailureHandled",
     "OneForOneStrategy",
     "StoppingSupervisorStrategy",
     "SupervisorStrategy",
@@ -157,6 +158,33 @@ class ChildRestartStats:
 _failure_log = logging.getLogger("gactors.supervision")
 
 
+class FailureHandled:
+    """Published on the event stream for every failure a :class:`SupervisorStrategy`
+    decides on (resume, restart or stop; an escalation is reported by the supervisor
+    that handles it), whether or not the strategy logs it (``logging_enabled=False``).
+
+    What the dashboard and the Prometheus metrics count: supervision's record, not the
+    log's. ``source`` is the failed child's path, ``strategy`` the deciding strategy's
+    class. Failures are rare: publishing costs nothing on the message path.
+    """
+
+    __slots__ = ("cause", "directive", "source", "strategy")
+
+    def __init__(
+        self, source: str, cause: BaseException, directive: Directive, strategy: type
+    ) -> None:
+        self.source = source
+        self.cause = cause
+        self.directive = directive
+        self.strategy = strategy
+
+    def __repr__(self) -> str:
+        return (
+            f"FailureHandled({self.source!r}, {type(self.cause).__name__}, "
+            f"{self.directive.name.lower()})"
+        )
+
+
 @implementer(ISupervisorStrategy)
 class SupervisorStrategy:
     """Base class: how an actor handles the failures of its children.
@@ -213,6 +241,10 @@ class SupervisorStrategy:
         elif not isinstance(directive, Directive):
             raise TypeError(
                 f"decider returned {directive!r}, expected a Directive or None (escalate)"
+            )
+        if directive is not Directive.ESCALATE:
+            context.system.event_stream.publish(
+                FailureHandled(str(child.path), cause, directive, type(self))
             )
         self.log_failure(context, child, cause, directive)
         if directive is Directive.RESUME:

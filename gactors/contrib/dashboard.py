@@ -47,7 +47,7 @@ from urllib.parse import parse_qs
 from greenlet import getcurrent
 
 from gactors._extension import ExtensionId
-from gactors._observer import SystemObserver, observer_for
+from gactors._observer import AUTO_EXPAND, SystemObserver, observer_for
 from gactors.contrib import worker_system
 from gactors.contrib._members import cluster_members
 from gactors.exceptions import IllegalStateError
@@ -164,6 +164,8 @@ class _RemoteNodes:
         self_address: str,
         opened: dict[str, set[str]],
         limit: int,
+        closed: dict[str, set[str]] | None = None,
+        auto: bool = False,
     ) -> dict[str, _Asked]:
         from gactors.cluster._inspect import (  # type: ignore[import-not-found, unused-ignore]
             INSPECTOR,
@@ -187,7 +189,8 @@ class _RemoteNodes:
                 if m["status"] == "unreachable":
                     continue  # asking would only pile messages up in its inbox
                 paths = tuple(sorted(opened.get(address, set()) | {"/", "/user"}))
-                key = (paths, limit)
+                shut = tuple(sorted((closed or {}).get(address, set())))
+                key = (paths, limit, shut, auto)
                 if asked.future is not None:
                     # Still in flight: waited for only while it is young; a node that
                     # has not answered for CLUSTER_WAIT costs the next pages nothing.
@@ -199,7 +202,9 @@ class _RemoteNodes:
                     asked.key = key
                     asked.asked_at = now
                     asked.future = system.actor_selection(address + INSPECTOR).ask(
-                        InspectRequest(paths, limit), timeout=CLUSTER_ASK_TIMEOUT, block=False
+                        InspectRequest(paths, limit, auto, shut),
+                        timeout=CLUSTER_ASK_TIMEOUT,
+                        block=False,
                     )
                     waiting.append(asked.future)
         # Wait for them together: the request waits CLUSTER_WAIT at most in all.
@@ -284,6 +289,9 @@ def _cluster_state(
     totals: dict[str, Any] | None = None,
     open_paths: Iterable[str] = (),
     limit: int = DEFAULT_LIMIT,
+    closed_paths: Iterable[str] = (),
+    auto: bool = False,
+    activity: dict[str, Any] | None = None,
 ) -> dict[str, Any] | None:
     """The cluster part of ``api/state``, or None when the system is not a cluster node.
 
@@ -315,13 +323,10 @@ def _cluster_state(
     self_address = str(system.address)
     obs = observer_for(system)
     local_place = obs.in_hub(placement, system)
-    opened: dict[str, set[str]] = {}
-    for p in open_paths:
-        i = p.find("/", p.find("://") + 3) if "://" in p else -1
-        if i > 0 and len(opened.get(p[:i], ())) < MAX_OPEN:
-            opened.setdefault(p[:i], set()).add(p[i:].rstrip("/") or "/")
+    opened = _by_node(open_paths)
+    closed = _by_node(closed_paths)
     asked = system.extension(_RemoteNodesExtension).collect(
-        system, members, self_address, opened, limit
+        system, members, self_address, opened, limit, closed, auto
     )
     now = time.monotonic()
     nodes: list[dict[str, Any]] = [
@@ -348,6 +353,8 @@ def _cluster_state(
                 (address, {"singletons": a.reply.singletons, "sharding": a.reply.sharding})
             )
     singletons, sharding, shards = _where(places)
+    if activity is not None and totals is not None:
+        nodes[0]["totals"] = {**totals, "activity": activity}
     return {
         "self": self_address,
         "members": members,
@@ -355,6 +362,90 @@ def _cluster_state(
         "singletons": singletons,
         "sharding": sharding,
         "shards": shards,
+        **_cluster_figures(nodes),
+    }
+
+
+def _by_node(paths: Iterable[str]) -> dict[str, set[str]]:
+    """``gactors://shop@node-b/user/x`` paths, by node address: ``{address: {"/user/x"}}``."""
+    out: dict[str, set[str]] = {}
+    for p in paths:
+        i = p.find("/", p.find("://") + 3) if "://" in p else -1
+        if i > 0 and len(out.get(p[:i], ())) < MAX_OPEN:
+            out.setdefault(p[:i], set()).add(p[i:].rstrip("/") or "/")
+    return out
+
+
+def _cluster_figures(nodes: list[dict[str, Any]]) -> dict[str, Any]:
+    """The cluster's figures from every node's answer: sums with a per-node breakdown,
+    grouped failures, hub blocks and hot spots of all nodes (each entry names its
+    node), and the per-second history summed second by second.
+
+    A node without an answer (unreachable, not answering yet) counts in none of them;
+    ``per_node`` says which nodes were counted (``counted``)."""
+    per_node: list[dict[str, Any]] = []
+    sums = dict.fromkeys(
+        ("actors", "mailbox", "restarts", "messages_per_second", "dead_letters_per_second",
+         "hub_blocked"),
+        0.0,
+    )  # fmt: skip
+    max_mailbox = 0
+    failures: list[dict[str, Any]] = []
+    blocks: list[dict[str, Any]] = []
+    hot_mailbox: list[dict[str, Any]] = []
+    hot_restarts: list[dict[str, Any]] = []
+    series: dict[str, dict[int, int]] = {"messages": {}, "restarts": {}, "dead_letters": {}}
+    for n in nodes:
+        totals = n.get("totals")
+        act = totals.get("activity") if isinstance(totals, dict) else None
+        if not isinstance(totals, dict) or not isinstance(act, dict):
+            per_node.append({"address": n["address"], "counted": False})
+            continue
+        row = {
+            "address": n["address"],
+            "counted": True,
+            "actors": totals["actors"],
+            "mailbox": totals["mailbox"],
+            "restarts": totals["restarts"],
+            "messages_per_second": act["messages_per_second"],
+            "dead_letters_per_second": act["dead_letters_per_second"],
+            "hub_blocked": act["hub_blocked"],
+        }
+        per_node.append(row)
+        for k in sums:
+            sums[k] += row[k]
+        max_mailbox = max(max_mailbox, totals["max_mailbox"])
+        failures += [{**f, "node": n["address"]} for f in act["failures"]]
+        blocks += [{**b, "node": n["address"]} for b in act["blocks"]]
+        hot_mailbox += [{**h, "node": n["address"]} for h in act["hot"]["mailbox"]]
+        hot_restarts += [{**h, "node": n["address"]} for h in act["hot"]["restarts"]]
+        history = act["history"]
+        for name, per_second in series.items():
+            values = history[name]
+            start = history["end"] - len(values) + 1
+            for i, v in enumerate(values):
+                per_second[start + i] = per_second.get(start + i, 0) + v
+    end = max((max(s) for s in series.values() if s), default=int(time.time()))
+    first = min((min(s) for s in series.values() if s), default=end + 1)
+    history_sum: dict[str, Any] = {"end": end}
+    for name, per_second in series.items():
+        history_sum[name] = [per_second.get(s, 0) for s in range(first, end + 1)]
+    failures.sort(key=lambda f: f["last"], reverse=True)
+    blocks.sort(key=lambda b: b["last"], reverse=True)
+    hot_mailbox.sort(key=lambda h: h["mailbox"], reverse=True)
+    hot_restarts.sort(key=lambda h: h["restarts"], reverse=True)
+    cluster_totals: dict[str, Any] = {
+        k: (round(v, 1) if not v.is_integer() else int(v)) for k, v in sums.items()
+    }
+    cluster_totals["max_mailbox"] = max_mailbox
+    cluster_totals["nodes"] = sum(1 for r in per_node if r["counted"])
+    return {
+        "totals": cluster_totals,
+        "per_node": per_node,
+        "failures": failures[:20],
+        "blocks": blocks[:10],
+        "hot": {"mailbox": hot_mailbox[:10], "restarts": hot_restarts[:10]},
+        "history": history_sum,
     }
 
 
@@ -422,6 +513,9 @@ class DashboardApp:
             raise ValueError("token must be a non-empty string or None")
         self._system = system
         self._token = token.encode("utf-8") if token is not None else None
+        #: A line the page shows above everything (``python -m gactors dashboard`` says
+        #: there what the page shows and how to point it at a cluster).
+        self.notice: str | None = None
         if system is not None:
             observer_for(system)
 
@@ -496,7 +590,15 @@ class DashboardApp:
                 body,
             )
         if path == "/api/state":
-            return self._json(self.state(query.get("open", ()), _limit(query)))
+            auto = query.get("auto", ["0"])[0] in ("1", "true")
+            return self._json(
+                self.state(
+                    query.get("open", ()),
+                    _limit(query),
+                    closed_paths=query.get("closed", ()),
+                    auto=auto,
+                )
+            )
         if path == "/api/tree":
             where = query.get("path", ["/"])[0]
             if not where.startswith("/"):
@@ -517,26 +619,34 @@ class DashboardApp:
         system = self._system if self._system is not None else worker_system()
         return observer_for(system)
 
-    def state(self, open_paths: Iterable[str] = (), limit: int = DEFAULT_LIMIT) -> dict[str, Any]:
-        """What ``api/state`` returns (documented in ``docs/dashboard.md``)."""
+    def state(
+        self,
+        open_paths: Iterable[str] = (),
+        limit: int = DEFAULT_LIMIT,
+        *,
+        closed_paths: Iterable[str] = (),
+        auto: bool = False,
+    ) -> dict[str, Any]:
+        """What ``api/state`` returns (documented in ``docs/dashboard.md``).
+
+        ``auto``: open what the page opens by itself (a tree of at most
+        :data:`~gactors._observer.AUTO_EXPAND` actors entirely, the path to
+        every hot actor of a larger one) besides ``open_paths``, except
+        ``closed_paths``.
+        """
         obs = self._observer()
-        opened = {"/", "/user"}
-        addressed: list[str] = []  # other nodes' paths (gactors://shop@node/...)
         self_prefix = str(obs.system.address) + "/"
-        for p in open_paths:
-            if p.startswith(self_prefix):
-                p = p[len(self_prefix) - 1 :]
-            if p.startswith("/"):
-                if len(opened) < MAX_OPEN:
-                    opened.add(p.rstrip("/") or "/")
-            elif p.startswith("gactors://") and len(addressed) < MAX_OPEN:
-                addressed.append(p)
+        opened, addressed = _split_paths(open_paths, self_prefix, {"/", "/user"})
+        closed, closed_addressed = _split_paths(closed_paths, self_prefix, set())
         totals = obs.totals()
-        tree = obs.tree(opened, limit)
+        tree = obs.tree(opened, limit, auto=auto, closed=closed)
         local_totals = {
             k: totals[k] for k in ("actors", "mailbox", "max_mailbox", "restarts", "truncated")
         }
-        cluster = _cluster_state(obs.system, tree, local_totals, addressed, limit)
+        activity = obs.activity(totals)
+        cluster = _cluster_state(
+            obs.system, tree, local_totals, addressed, limit, closed_addressed, auto, activity
+        )
         return {
             "version": 1,
             "time": time.time(),
@@ -557,16 +667,39 @@ class DashboardApp:
                 "history": obs.dead_letter_history(),
             },
             "failures": list(obs.failures),
+            "failure_groups": activity["failures"],
             "directives": dict(obs.directives),
             "hub_blocked": {
                 "total": obs.hub_blocked,
                 "seconds": round(obs.hub_blocked_seconds, 4),
                 "recent": list(obs.blocks),
+                "groups": activity["blocks"],
             },
+            "history": activity["history"],
             "tree": tree,
             "limit": limit,
+            "auto_expand": AUTO_EXPAND,
+            "notice": self.notice,
             "cluster": cluster,
         }
+
+
+def _split_paths(
+    paths: Iterable[str], self_prefix: str, base: set[str]
+) -> tuple[set[str], list[str]]:
+    """This node's paths (``/user/x``, also given as ``<own address>/user/x``) and the
+    other nodes' (``gactors://shop@node-b/user/x``), at most MAX_OPEN of each."""
+    local = set(base)
+    addressed: list[str] = []
+    for p in paths:
+        if p.startswith(self_prefix):
+            p = p[len(self_prefix) - 1 :]
+        if p.startswith("/"):
+            if len(local) < MAX_OPEN:
+                local.add(p.rstrip("/") or "/")
+        elif p.startswith("gactors://") and len(addressed) < MAX_OPEN:
+            addressed.append(p)
+    return local, addressed
 
 
 def _limit(query: dict[str, list[str]]) -> int:

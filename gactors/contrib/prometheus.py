@@ -23,9 +23,12 @@ name                                      type     multiprocess      what
 ``gactors_hub_blocked_total``             counter  summed            hub-blocking episodes
 ``gactors_hub_blocked_seconds_total``     counter  summed            seconds the hub was blocked
 ``gactors_cluster_members{status}``       gauge    livemax           cluster members by status
-                                                                     (only on a cluster node)
+                                                                     (absent unless a system of
+                                                                     the registry is a cluster
+                                                                     node)
 ========================================  =======  ================  ===========================
 
+Every counter is exported at 0 from the creation of :class:`ActorSystemMetrics` on.
 Counters move at once (they are incremented from the event stream, or per refresh for
 messages processed); gauges are read from the actor tree by :meth:`ActorSystemMetrics.refresh`,
 which runs every ``interval`` seconds and, in a single process, at every scrape.
@@ -54,7 +57,8 @@ try:
     from prometheus_client.multiprocess import MultiProcessCollector
 except ImportError as _e:  # pragma: no cover - depends on the installation
     raise ImportError(
-        "gactors.contrib.prometheus needs prometheus_client: pip install 'gactors[prometheus]'"
+        "gactors.contrib.prometheus needs prometheus_client: pip install prometheus_client "
+        "(or, from a gactors checkout, pip install '.[prometheus]')"
     ) from _e
 
 from gactors._observer import observer_for
@@ -62,8 +66,8 @@ from gactors.contrib import worker_system
 from gactors.contrib._members import cluster_members
 
 if TYPE_CHECKING:
-    from gactors._eventstream import LogEvent
     from gactors._messages import HubBlocked
+    from gactors._supervision import FailureHandled
     from gactors._system import ActorSystem
 
 __all__ = ["DEFAULT_INTERVAL", "ActorSystemMetrics", "metrics_app", "multiprocess_mode"]
@@ -138,13 +142,23 @@ class _Family:
             labels,
             registry=registry,
         )
-        self.members = Gauge(
-            "gactors_cluster_members",
-            "Cluster members by status, as this node sees them",
-            [*labels, "status"],
-            registry=registry,
-            multiprocess_mode="livemax",
-        )
+        self._registry = registry
+        # Created by the first cluster node only: a system without a cluster exports no
+        # gactors_cluster_members at all (rather than a family without samples).
+        self.members: Gauge | None = None
+
+    def members_gauge(self) -> Gauge:
+        """``gactors_cluster_members``, registered on first use."""
+        with _families_lock:
+            if self.members is None:
+                self.members = Gauge(
+                    "gactors_cluster_members",
+                    "Cluster members by status, as this node sees them",
+                    ["system", "status"],
+                    registry=self._registry,
+                    multiprocess_mode="livemax",
+                )
+            return self.members
 
 
 class _RefreshOnScrape:
@@ -215,6 +229,9 @@ class ActorSystemMetrics:
             family.names[name] = self
         self._observer = obs = observer_for(self.system)
         self._processed_seen = obs.processed()
+        # Every counter of this system is exported from the start, at 0 (a rate() or an
+        # increase() needs the first sample).
+        family.processed.labels(name)
         self._dead_letters = family.dead_letters.labels(name)
         self._blocked = family.blocked.labels(name)
         self._blocked_seconds = family.blocked_seconds.labels(name)
@@ -236,10 +253,8 @@ class ActorSystemMetrics:
         if kind == "dead_letter":
             self._dead_letters.inc()
         elif kind == "failure":
-            log_event: LogEvent = event
-            if log_event.directive is None:
-                return
-            d = log_event.directive.name.lower()
+            handled: FailureHandled = event
+            d = handled.directive.name.lower()
             counter = self._failures.get(d)
             if counter is None:
                 counter = self._failures[d] = self._family.failures.labels(self.system.name, d)
@@ -271,25 +286,33 @@ class ActorSystemMetrics:
             counts: dict[str, int] = {}
             for m in members:
                 counts[m["status"]] = counts.get(m["status"], 0) + 1
+            gauge = family.members_gauge()
             for status in self._member_statuses | set(counts):
-                family.members.labels(name, status).set(counts.get(status, 0))
+                gauge.labels(name, status).set(counts.get(status, 0))
             self._member_statuses |= set(counts)
 
     def _forget(self) -> None:
         # A terminated system has no live gauges; its counters keep their totals.
-        self._family.live.discard(self)
+        family = self._family
+        family.live.discard(self)
         name = self.system.name
         with _families_lock:
             if self._family.names.get(name) is self:
                 del self._family.names[name]
-        for gauge in (self._family.actors, self._family.mailbox, self._family.max_depth):
+        gauges: list[tuple[Gauge, tuple[str, ...]]] = [
+            (g, (name,)) for g in (family.actors, family.mailbox, family.max_depth)
+        ]
+        if family.members is not None:
+            gauges += [(family.members, (name, status)) for status in self._member_statuses]
+        for gauge, labels in gauges:
+            if multiprocess_mode():
+                # prometheus_client cannot remove a label set from the files of other
+                # processes (it warns at every worker's exit if asked to): zero it, so the
+                # live sums are right until child_exit marks this process dead.
+                gauge.labels(*labels).set(0)
+                continue
             try:
-                gauge.remove(name)
-            except KeyError:
-                pass
-        for status in self._member_statuses:
-            try:
-                self._family.members.remove(name, status)
+                gauge.remove(*labels)
             except KeyError:
                 pass
 

@@ -524,6 +524,9 @@ def test_served_alone_from_the_command_line() -> None:
         assert _get(base + "/api/state")[0] == 401
         status, body = _get(base + f"/api/state?token={TOKEN}")
         assert status == 200 and json.loads(body)["system"]["name"] == "cli"
+        # Without --cluster-url it says what it shows and how to point it at a cluster.
+        notice = json.loads(body)["notice"]
+        assert "its own actor system 'cli'" in notice and "--cluster-url" in notice
         status, body = _get(base + "/", {"Authorization": f"Bearer {TOKEN}"})
         assert status == 200 and b"gactors dashboard" in body
         proc.send_signal(signal.SIGTERM)

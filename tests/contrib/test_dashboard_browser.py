@@ -23,6 +23,7 @@ import pytest
 from gevent.pywsgi import WSGIServer
 
 from gactors import Actor, ActorSystem, HubBlocked, Props
+from gactors._observer import AUTO_EXPAND
 from gactors.contrib.dashboard import DashboardApp
 
 TOKEN = "browser-token"
@@ -76,7 +77,8 @@ def browser() -> Iterator[Any]:
 
 
 class Service(Actor):
-    """Fails on an exception, makes children on Props, waits while ``hold`` is clear."""
+    """Fails on an exception, makes children on Props (named: ``("child", name, props)``),
+    waits while ``hold`` is clear."""
 
     hold = gevent.event.Event()
 
@@ -85,6 +87,8 @@ class Service(Actor):
             raise message
         if isinstance(message, Props):
             self.context.actor_of(message, None)
+        elif isinstance(message, tuple) and message[0] == "child":
+            self.context.actor_of(message[2], message[1])
         elif message == "wait":
             Service.hold.wait(30)
 
@@ -141,18 +145,22 @@ def test_the_dashboard_in_chromium(browser: Any, served: tuple[ActorSystem, str]
     page.wait_for_selector("#failures tbody tr")
     failure = page.inner_text("#failures tbody tr")
     assert "/user/orders" in failure and "restart" in failure
-    assert "ValueError: card declined" in failure
+    assert "ValueError: card declined" in failure and "\u00d71" in failure
+    # The same failure again: one row, counted twice (grouped by actor and exception).
+    orders.tell(ValueError("card declined"))
+    expect(page.locator("#failures tbody tr")).to_contain_text("\u00d72")
+    assert page.locator("#failures tbody tr").count() == 1
 
-    # A large parent is collapsed to its child count; expanded, it lists the first 100
-    # and "+k more".
+    # In a large tree (more than AUTO_EXPAND actors) a parent with no hot actor below
+    # is collapsed to its child count; expanded, it lists the first 100 and "+k more".
     catalog = system.actor_of(Props(Service), "catalog")
-    for _ in range(150):
+    for _ in range(AUTO_EXPAND + 50):
         catalog.tell(Props(Service))
     crow = 'li[data-path="/user/catalog"] > .row'
-    expect(page.locator(crow)).to_contain_text("150 children")
+    expect(page.locator(crow)).to_contain_text(f"{AUTO_EXPAND + 50} children")
     page.click(f"{crow} .toggle")
     page.wait_for_selector('li[data-path="/user/catalog"] > ul > li.more')
-    assert page.inner_text('li[data-path="/user/catalog"] > ul > li.more') == "+50 more"
+    assert page.inner_text('li[data-path="/user/catalog"] > ul > li.more') == "+250 more"
     assert page.locator('li[data-path="/user/catalog"] > ul > li[data-path]').count() == 100
 
     # A hub-blocking event names the actor.
@@ -176,6 +184,11 @@ def test_the_dashboard_in_chromium(browser: Any, served: tuple[ActorSystem, str]
         grower.kill()
 
     assert page.evaluate("window.notReloaded") is True
+    # At 1400x900 the hot spots are above the fold.
+    page.set_viewport_size({"width": 1400, "height": 900})
+    box = page.locator("#hot").bounding_box()
+    assert box is not None and box["y"] + 60 < 900, box
+    assert "/user/orders" in page.inner_text("#hot-restarts")
     _screenshot(page, system, crow)
 
 
@@ -203,7 +216,7 @@ def _screenshot(page: Any, system: ActorSystem, catalog_row: str) -> None:
     try:
         gevent.sleep(2.5)
         Path(target).parent.mkdir(parents=True, exist_ok=True)
-        page.set_viewport_size({"width": 1360, "height": 560})
+        page.set_viewport_size({"width": 1400, "height": 900})
         page.screenshot(path=target, full_page=False)
     finally:
         pump.kill()
@@ -212,7 +225,24 @@ def _screenshot(page: Any, system: ActorSystem, catalog_row: str) -> None:
 # What gactors.contrib.dashboard._cluster_state returns on a cluster node (the shape
 # documented in docs/dashboard.md), stood in for here: the page's cluster rendering is
 # tested without a cluster.
+def _activity() -> dict[str, Any]:
+    """A node's ``activity`` (what its inspector reports besides the tree)."""
+    return {
+        "messages_per_second": 12.0, "dead_letters": 0, "dead_letters_per_second": 0.0,
+        "hub_blocked": 0, "hub_blocked_seconds": 0.0,
+        "failures": [{"path": "/user/billing", "exception": "KeyError", "directive": "restart",
+                      "count": 2, "first": 1.0, "last": 2.0, "message": "'card'"}],
+        "blocks": [],
+        "hot": {"mailbox": [{"path": "/user/billing", "mailbox": 7}],
+                "restarts": [{"path": "/user/billing", "restarts": 2}]},
+        "history": {"end": 100, "messages": [12, 12], "restarts": [0, 2],
+                    "dead_letters": [0, 0]},
+    }  # fmt: skip
+
+
 def _cluster_shape(system: ActorSystem) -> dict[str, Any]:
+    from gactors.contrib.dashboard import _cluster_figures
+
     remote_tree = [
         {"path": "/", "name": "/", "parent": None, "state": "running", "actor": "_RootGuardian",
          "mailbox": 0, "restarts": 0, "children": 1, "recent_restart": False, "more": 0},
@@ -223,7 +253,7 @@ def _cluster_shape(system: ActorSystem) -> dict[str, Any]:
          "actor": "Billing", "mailbox": 7, "restarts": 2, "children": 0,
          "recent_restart": True},
     ]  # fmt: skip
-    return {
+    shape: dict[str, Any] = {
         "self": "gactors://shop@node-a",
         "members": [
             {"address": "gactors://shop@node-a", "status": "up", "roles": ["web"]},
@@ -234,7 +264,7 @@ def _cluster_shape(system: ActorSystem) -> dict[str, Any]:
              "pid": 1, "as_of": 0, "truncated": False, "error": None},
             {"address": "gactors://shop@node-b", "status": "up", "tree": remote_tree,
              "totals": {"actors": 3, "mailbox": 7, "max_mailbox": 7, "restarts": 2,
-                        "truncated": False},
+                        "truncated": False, "activity": _activity()},
              "pid": 4242, "as_of": 0, "truncated": False, "error": None},
             {"address": "gactors://shop@node-c", "status": "unreachable", "tree": None,
              "totals": None, "pid": None, "as_of": None, "truncated": False,
@@ -250,6 +280,7 @@ def _cluster_shape(system: ActorSystem) -> dict[str, Any]:
              "token": 9, "state": "running"}
         ],
     }  # fmt: skip
+    return {**shape, **_cluster_figures(shape["nodes"])}
 
 
 def test_the_cluster_part_of_the_page(
@@ -286,6 +317,13 @@ def test_the_cluster_part_of_the_page(
     expect(trees).to_contain_text("pid 4242 · 3 actors")
     # The local tree is still the local one.
     assert page.locator('#tree li[data-path="/user/billing"]').count() == 0
+    # The cards, failures and hot spots are the cluster's (node-b's, the one that
+    # answered), and say so.
+    expect(page.locator("#scope")).to_have_text("figures: the cluster's, 1 of 2 members counted")
+    expect(page.locator("#c-restarts")).to_have_text("2")
+    expect(page.locator("#b-restarts")).to_have_text("node-a ?\nnode-b 2\nnode-c ?")
+    expect(page.locator("#failures tbody tr")).to_contain_text("/user/billing @node-b")
+    expect(page.locator("#hot-restarts")).to_contain_text("/user/billing @node-b restarts 2")
 
 
 def test_a_real_cluster_in_chromium(browser: Any, request: pytest.FixtureRequest) -> None:
@@ -326,9 +364,46 @@ def test_a_real_cluster_in_chromium(browser: Any, request: pytest.FixtureRequest
         # Only B has billing; only A has orders.
         assert page.locator('#tree li[data-path="/user/billing"]').count() == 0
         assert node_b.locator('li[data-path="/user/orders"]').count() == 0
-        # B's /system, expanded from A's page: B's inspector is there.
+        # B's tree is small: fully expanded, B's inspector is there without a click.
+        inspector = node_b.locator('li[data-path="/system/inspector"]')
+        expect(inspector).to_be_visible()
+        # Collapsed from A's page, then expanded again.
         node_b.locator('li[data-path="/system"] > .row .toggle').click()
-        expect(node_b.locator('li[data-path="/system/inspector"]')).to_be_visible()
+        expect(inspector).to_have_count(0)
+        node_b.locator('li[data-path="/system"] > .row .toggle').click()
+        expect(inspector).to_be_visible()
+
+        # Known restarts: 3 on A, 5 on B. The cards are the cluster's: 8, with the
+        # per-node breakdown; the failures and hot spots name their node.
+        orders = a.lookup("/user/orders")
+        assert orders is not None
+        for i in range(3):
+            orders.tell(ValueError(f"card declined {i}"))
+        for _ in range(5):
+            assert b.command(cmd="tell", path="/user/billing", message="boom")["ok"]
+        a_node = a_address.rpartition("@")[2]
+        b_node = b.address.rpartition("@")[2]
+        expect(page.locator("#c-restarts")).to_have_text("8")
+        expect(page.locator("#b-restarts")).to_have_text(f"{a_node} 3\n{b_node} 5")
+        expect(page.locator("#scope")).to_have_text(
+            "figures: the cluster's, 2 of 2 members counted"
+        )
+        failures = page.locator("#failures tbody")
+        expect(failures).to_contain_text(f"/user/billing @{b_node}")
+        expect(failures).to_contain_text("\u00d75")
+        expect(failures).to_contain_text(f"/user/orders @{a_node}")
+        expect(page.locator("#hot-restarts")).to_contain_text(f"/user/billing @{b_node} restarts 5")
+        # The charts: the cluster's sum and one line per node.
+        lines = page.locator("#chart-restarts polyline")
+        expect(lines).to_have_count(3)
+        assert lines.nth(1).get_attribute("data-node") == a_node
+        assert lines.nth(2).get_attribute("data-node") == b_node
+        # The actors card is the sum of both nodes' too.
+        state = DashboardApp(a).state()
+        per_node = state["cluster"]["per_node"]
+        assert [n["restarts"] for n in per_node] == [3, 5]
+        assert state["cluster"]["totals"]["actors"] == sum(n["actors"] for n in per_node)
+        assert state["cluster"]["totals"]["restarts"] == 8
         _screenshot_cluster(page, a, node_b)
     finally:
         server.stop(timeout=1)
@@ -346,5 +421,77 @@ def _screenshot_cluster(page: Any, system: ActorSystem, node_b: Any) -> None:
         system.dead_letters.tell(i)
     gevent.sleep(2.0)
     Path(target).parent.mkdir(parents=True, exist_ok=True)
-    page.set_viewport_size({"width": 1360, "height": 900})
+    page.set_viewport_size({"width": 1400, "height": 900})
     page.screenshot(path=target, full_page=False)
+
+
+def test_restarts_below_are_never_hidden(browser: Any, served: tuple[ActorSystem, str]) -> None:
+    """A small tree is fully expanded; in a large one the path to a restarted actor opens
+    by itself (even past the first 100 children); a row the user collapsed shows the
+    restarts and queued messages of its subtree. No click needed to see a restart."""
+    from playwright.sync_api import expect
+
+    system, url = served
+    orders = system.actor_of(Props(Service), "orders")
+    orders.tell(("child", "payments", Props(Service)))
+    page = browser.new_page(viewport={"width": 1400, "height": 900})
+    page.goto(url + f"?token={TOKEN}")
+    page.wait_for_selector("#status.live")
+    payments_row = 'li[data-path="/user/orders/payments"] > .row'
+    expect(page.locator(payments_row)).to_be_visible()  # small tree: all expanded
+    payments = system.lookup("/user/orders/payments")
+    assert payments is not None
+    payments.tell(ValueError("declined"))
+    expect(page.locator(f"{payments_row} .restarts")).to_have_text("restarts 1")
+
+    # Large tree: a parent of 350 children, collapsed; one child far past the first
+    # 100 restarts: its path opens, and it is listed among the first 100.
+    bulk = system.actor_of(Props(Service), "bulk")
+    for i in range(AUTO_EXPAND + 50):
+        bulk.tell(("child", f"w{i}", Props(Service)))
+    brow = 'li[data-path="/user/bulk"] > .row'
+    expect(page.locator(brow)).to_contain_text(f"{AUTO_EXPAND + 50} children")
+    expect(page.locator("#tree-note")).to_contain_text("expanded down to every hot actor")
+    expect(page.locator(payments_row)).to_be_visible()  # still hot: still shown
+    far = system.lookup("/user/bulk/w320")
+    assert far is not None
+    far.tell(KeyError("stock"))
+    far_row = 'li[data-path="/user/bulk/w320"] > .row'
+    expect(page.locator(f"{far_row} .restarts")).to_have_text("restarts 1")
+    # The user collapses /user/orders: its row says what is below.
+    page.click('li[data-path="/user/orders"] > .row .toggle')
+    orow = page.locator('li[data-path="/user/orders"] > .row')
+    expect(orow.locator(".subtree.below")).to_have_text("below: restarts 1 · queued 0")
+    expect(page.locator(payments_row)).to_have_count(0)
+
+
+def test_the_charts_update_without_a_reload(browser: Any, served: tuple[ActorSystem, str]) -> None:
+    """The history (one sample a second) drawn as charts, redrawn at every poll."""
+    import time
+
+    system, url = served
+    page = browser.new_page(viewport={"width": 1400, "height": 900})
+    page.goto(url + f"?token={TOKEN}")
+    page.wait_for_selector("#status.live")
+    page.evaluate("window.notReloaded = true")
+    chart = page.locator("#chart-messages")
+    before = int(chart.get_attribute("data-total") or 0)
+    end_before = int(chart.get_attribute("data-end") or 0)
+    worker = system.actor_of(Props(Service), "worker")
+    for i in range(500):
+        worker.tell(i)
+    for i in range(7):
+        system.dead_letters.tell(i)
+    deadline = time.monotonic() + 20
+    while True:
+        total = int(chart.get_attribute("data-total") or 0)
+        dead = int(page.locator("#chart-dead_letters").get_attribute("data-total") or 0)
+        points = page.locator("#chart-messages polyline").get_attribute("points") or ""
+        if total >= before + 500 and dead >= 7 and len(points.split()) >= 3:
+            break
+        assert time.monotonic() < deadline, f"the chart did not move: {total}, {dead}, {points}"
+        gevent.sleep(0.2)
+    # Drawn: a line of one point a second, newest at the right edge.
+    assert int(chart.get_attribute("data-end") or 0) > end_before
+    assert points.split()[-1].startswith("599,"), points
+    assert page.evaluate("window.notReloaded") is True

@@ -94,14 +94,17 @@ def test_scrape_and_values_move(system: ActorSystem) -> None:
     registry = CollectorRegistry()
     ActorSystemMetrics(system, registry=registry, interval=None)
     app = metrics_app(registry)
-    first = parse(scrape_wsgi(app))
+    first_text = scrape_wsgi(app)
+    first = parse(first_text)
     sys_ = {"system": "metrics"}
     assert value(first, "gactors_actors", **sys_) == 3
+    # Every counter is there at 0 before its first event (rate() needs the first sample).
+    assert value(first, "gactors_messages_processed_total", **sys_) == 0
     assert value(first, "gactors_dead_letters_total", **sys_) == 0
     assert value(first, "gactors_failures_total", directive="restart", **sys_) == 0
     assert value(first, "gactors_hub_blocked_seconds_total", **sys_) == 0
-    # No cluster, no member gauge.
-    assert not any(name == "gactors_cluster_members" for name, _ in first)
+    # No cluster, no member gauge: not even its HELP and TYPE lines without a sample.
+    assert "gactors_cluster_members" not in first_text
 
     worker = system.actor_of(Props(Worker), "worker")
     for i in range(40):
@@ -287,6 +290,35 @@ def test_cluster_members_by_status(system: ActorSystem, monkeypatch: pytest.Monk
     got = parse(generate_latest(registry).decode())
     assert value(got, "gactors_cluster_members", status="up", system="metrics") == 3
     assert value(got, "gactors_cluster_members", status="unreachable", system="metrics") == 0
+
+
+def test_failures_are_counted_when_the_strategy_does_not_log(system: ActorSystem) -> None:
+    """The counter comes from supervision (FailureHandled), not from the log."""
+    from gactors import Directive, OneForOneStrategy
+
+    class Quiet(Actor):
+        supervisor_strategy = OneForOneStrategy(lambda e: Directive.RESTART, logging_enabled=False)
+
+        def receive(self, message: Any) -> None:
+            self.sender.tell(self.context.actor_of(Props(Worker), "w"))
+
+    registry = CollectorRegistry()
+    ActorSystemMetrics(system, registry=registry, interval=None)
+    child = system.actor_of(Props(Quiet), "quiet").ask("make", timeout=5)
+    child.tell(ValueError("silent"))
+    child.tell(ValueError("silent"))
+    await_condition(
+        lambda: (
+            value(
+                parse(generate_latest(registry).decode()),
+                "gactors_failures_total",
+                directive="restart",
+                system="metrics",
+            )
+            == 2
+        ),
+        timeout=10,
+    )
 
 
 def test_one_metrics_object_per_system_name(system: ActorSystem) -> None:

@@ -7,9 +7,14 @@
   var params = new URLSearchParams(location.search);
   var token = params.get("token");
   var storeKey = "gactors-dashboard-open:" + location.pathname;
+  // The page opens by itself a small tree entirely and, in a large one, the path to
+  // every hot actor (the server decides: auto=1); these are what the user changed.
   var open = new Set(["/", "/user"]);
+  var closed = new Set();
   try {
-    (JSON.parse(sessionStorage.getItem(storeKey) || "[]") || []).forEach(function (p) { open.add(p); });
+    var saved = JSON.parse(sessionStorage.getItem(storeKey) || "{}") || {};
+    (saved.open || []).forEach(function (p) { open.add(p); });
+    (saved.closed || []).forEach(function (p) { closed.add(p); });
   } catch (e) { /* a corrupt entry only loses the expansion state */ }
   var limit = 100;
   var prev = {};         // node prefix -> path -> {mailbox, restarts} of the previous poll
@@ -26,13 +31,17 @@
   function fmt(n) { return typeof n === "number" ? n.toLocaleString("en-US") : "–"; }
   function clock(t) { return new Date(t * 1000).toLocaleTimeString(); }
   function saveOpen() {
-    try { sessionStorage.setItem(storeKey, JSON.stringify(Array.from(open))); } catch (e) { /* private mode */ }
+    try {
+      sessionStorage.setItem(storeKey, JSON.stringify({ open: Array.from(open), closed: Array.from(closed) }));
+    } catch (e) { /* private mode */ }
   }
 
   function poll() {
     var q = new URLSearchParams();
     open.forEach(function (p) { q.append("open", p); });
+    closed.forEach(function (p) { q.append("closed", p); });
     q.set("limit", String(limit));
+    q.set("auto", "1");
     var headers = token ? { "Authorization": "Bearer " + token } : {};
     fetch("api/state?" + q.toString(), { headers: headers, cache: "no-store" })
       .then(function (r) {
@@ -62,32 +71,119 @@
   }
   function refreshNow() { clearTimeout(timer); poll(); }
 
+  function shortNode(address) {
+    var i = address.indexOf("@");
+    return i >= 0 ? address.slice(i + 1) : address;
+  }
+  function breakdown(id, c, key, format) {
+    // Per-node figures under a cluster-wide card, one line per node: "node-a 6".
+    var box = $(id);
+    if (!c) { box.textContent = ""; return; }
+    box.textContent = c.per_node.map(function (n) {
+      return shortNode(n.address) + " " + (n.counted ? format(n[key]) : "?");
+    }).join("\n");
+  }
+
   function render(state) {
     $("system-name").textContent = state.system.name + " · pid " + state.system.pid +
       (state.system.terminated ? " · terminated" : "");
-    var t = state.totals;
-    $("c-actors").textContent = fmt(t.actors) + (t.truncated ? "+" : "");
+    $("notice").hidden = !state.notice;
+    $("notice").textContent = state.notice || "";
+    var c = state.cluster;
+    var local = state.totals;
+    $("scope").textContent = "figures: " + (c
+      ? "the cluster's, " + c.totals.nodes + " of " + c.members.length + " members counted"
+      : "this node's");
+    document.querySelectorAll(".scope-note").forEach(function (e) {
+      e.textContent = c ? "(cluster: every node)" : "(this node)";
+    });
+    var t = c ? c.totals : {
+      actors: local.actors, mailbox: local.mailbox, restarts: local.restarts,
+      messages_per_second: state.messages.per_second,
+      dead_letters_per_second: state.dead_letters.per_second,
+      hub_blocked: state.hub_blocked.total
+    };
+    $("c-actors").textContent = fmt(t.actors) + (local.truncated ? "+" : "");
     $("c-mailbox").textContent = fmt(t.mailbox);
-    $("c-rate").textContent = fmt(Math.round(state.messages.per_second));
+    $("c-rate").textContent = fmt(Math.round(t.messages_per_second));
     $("c-restarts").textContent = fmt(t.restarts);
-    $("c-dl").textContent = fmt(state.dead_letters.per_second);
-    $("c-dl").parentNode.classList.toggle("alert", state.dead_letters.per_second > 0);
-    $("c-dl-spark").textContent = spark(state.dead_letters.history.slice(-30));
-    $("c-blocked").textContent = state.hub_blocked.total + " · " + state.hub_blocked.seconds.toFixed(2) + " s";
-    $("c-blocked").parentNode.classList.toggle("alert", state.hub_blocked.total > 0);
-    $("tree-note").textContent = "(" + fmt(t.actors) + " actors; click ▸ to expand)";
+    $("c-dl").textContent = fmt(t.dead_letters_per_second);
+    $("c-dl").parentNode.classList.toggle("alert", t.dead_letters_per_second > 0);
+    $("c-blocked").textContent = c ? fmt(t.hub_blocked)
+      : state.hub_blocked.total + " · " + state.hub_blocked.seconds.toFixed(2) + " s";
+    $("c-blocked").parentNode.classList.toggle("alert", t.hub_blocked > 0);
+    breakdown("b-actors", c, "actors", fmt);
+    breakdown("b-mailbox", c, "mailbox", fmt);
+    breakdown("b-rate", c, "messages_per_second", function (v) { return fmt(Math.round(v)); });
+    breakdown("b-restarts", c, "restarts", fmt);
+    breakdown("b-dl", c, "dead_letters_per_second", fmt);
+    breakdown("b-blocked", c, "hub_blocked", fmt);
+    $("tree-title").textContent = c ? "Supervision tree of this node, " + shortNode(c.self) : "Supervision tree";
+    $("tree-note").textContent = "(" + fmt(local.actors) + " actors; " +
+      (local.actors <= state.auto_expand ? "all expanded" : "expanded down to every hot actor") +
+      "; click ▸/▾ to change)";
     renderTree($("tree"), state.tree, "");
-    renderFailures(state.failures);
-    renderBlocks(state.hub_blocked.recent);
-    renderHot(state.hot);
-    renderCluster(state.cluster);
+    renderFailures(c ? c.failures : state.failure_groups, !!c);
+    renderBlocks(c ? c.blocks : state.hub_blocked.groups, !!c);
+    renderHot(c ? c.hot : state.hot, !!c);
+    renderCharts(c ? c.history : state.history, c);
+    renderCluster(c);
   }
 
-  function spark(values) {
-    var bars = "▁▂▃▄▅▆▇█";
-    var max = Math.max.apply(null, values.concat([1]));
-    if (values.every(function (v) { return v === 0; })) return "";
-    return values.map(function (v) { return v ? bars[Math.min(7, Math.floor(v / max * 7.99))] : " "; }).join("");
+  // The per-second history as three line charts (the last 10 minutes, newest right):
+  // the sum, and on a cluster node one thin line per node that answered.
+  var WINDOW = 600;
+  var SVG = "http://www.w3.org/2000/svg";
+  function linePoints(values, end, lastEnd, scale) {
+    var offset = WINDOW - values.length - (lastEnd - end);
+    return values.map(function (v, i) {
+      return (offset + i) + "," + (58 - v / scale * 54).toFixed(1);
+    }).filter(function (pt, i) { return offset + i >= 0; }).join(" ");
+  }
+  function renderCharts(history, cluster) {
+    var perNode = [];
+    if (cluster) {
+      cluster.nodes.forEach(function (n) {
+        var act = n.totals && n.totals.activity;
+        if (act && act.history) perNode.push({ address: n.address, history: act.history });
+      });
+    }
+    ["messages", "restarts", "dead_letters"].forEach(function (name) {
+      var box = $("chart-" + name);
+      var svg = box.querySelector("svg");
+      var values = (history[name] || []).slice(-WINDOW);
+      var peak = Math.max.apply(null, values.concat([0]));
+      var scale = Math.max(peak, 1);
+      var lines = [linePoints(values, history.end, history.end, scale)];
+      var titles = ["all nodes"];
+      perNode.forEach(function (n) {
+        lines.push(linePoints((n.history[name] || []).slice(-WINDOW), n.history.end, history.end, scale));
+        titles.push(shortNode(n.address));
+      });
+      var polys = svg.querySelectorAll("polyline");
+      for (var i = polys.length; i < lines.length; i++) {
+        var pl = document.createElementNS(SVG, "polyline");
+        pl.setAttribute("class", "node-line node-line-" + (i % 4));
+        svg.appendChild(pl);
+      }
+      polys = svg.querySelectorAll("polyline");
+      for (var j = 0; j < polys.length; j++) {
+        if (j < lines.length) {
+          polys[j].setAttribute("points", lines[j]);
+          polys[j].dataset.node = titles[j];
+        } else {
+          polys[j].remove();
+        }
+      }
+      var last = values.length ? values[values.length - 1] : 0;
+      var total = values.reduce(function (a, b) { return a + b; }, 0);
+      box.dataset.last = String(last);
+      box.dataset.total = String(total);
+      box.dataset.end = String(history.end);
+      box.querySelector(".chart-note").textContent = "now " + fmt(last) + " · peak " + fmt(peak) +
+        " · " + fmt(total) + " in the last " + Math.max(1, Math.round(values.length / 60)) + " min" +
+        (perNode.length ? " · thin lines: each node" : "");
+    });
   }
 
   // nodes: flat, parents first (each has path, parent, children, more). prefix: ""
@@ -110,20 +206,30 @@
       if (n.children && n.path !== "/") {
         toggle.title = isOpen ? "collapse" : "expand " + n.children + " children";
         toggle.addEventListener("click", function () {
-          if (isOpen) open.delete(key); else open.add(key);
+          if (isOpen) { open.delete(key); closed.add(key); } else { closed.delete(key); open.add(key); }
           saveOpen();
           refreshNow();
         });
       }
       row.appendChild(toggle);
       row.appendChild(el("span", "name", n.path === "/" ? "/" : n.name));
-      row.appendChild(el("span", "cls", n.actor));
+      var cls = el("span", "cls", n.label || n.actor);
+      cls.title = n.actor;
+      row.appendChild(cls);
       row.appendChild(el("span", "badge " + n.state, n.state));
       var mb = el("span", "num mailbox", "mailbox " + n.mailbox);
       var rs = el("span", "num restarts", "restarts " + n.restarts);
       row.appendChild(mb);
       row.appendChild(rs);
-      if (n.children && !isOpen) row.appendChild(el("span", "num", n.children + " children"));
+      if (n.children && !isOpen) {
+        row.appendChild(el("span", "num", n.children + " children"));
+        var below = n.subtree || { restarts: 0, mailbox: 0 };
+        if (below.restarts || below.mailbox) {
+          // What the collapsed subtree hides: its restarts and queued messages.
+          row.appendChild(el("span", "num subtree" + (below.restarts ? " below" : ""),
+            "below: restarts " + fmt(below.restarts) + " · queued " + fmt(below.mailbox)));
+        }
+      }
       var p = before[n.path];
       if (n.mailbox > 0 && p && n.mailbox > p.mailbox) row.classList.add("growing");
       if (p && n.restarts > p.restarts) flash[key] = now + 10000;
@@ -151,43 +257,51 @@
     root.replaceChildren(frag);
   }
 
-  function renderFailures(failures) {
+  function nodeSuffix(entry, cluster) {
+    return cluster && entry.node ? " @" + shortNode(entry.node) : "";
+  }
+
+  // Failures grouped by actor, exception and directive: how many, the latest first.
+  function renderFailures(groups, cluster) {
     var body = $("failures").tBodies[0];
-    var rows = failures.slice(0, 20).map(function (f) {
+    var rows = groups.slice(0, 20).map(function (f) {
       var tr = el("tr");
-      tr.appendChild(el("td", "", clock(f.time)));
-      tr.appendChild(el("td", "path", f.path));
+      tr.appendChild(el("td", "", clock(f.last)));
+      tr.appendChild(el("td", "path", f.path + nodeSuffix(f, cluster)));
       tr.appendChild(el("td", "directive-" + f.directive, f.directive));
       tr.appendChild(el("td", "", (f.exception ? f.exception + ": " : "") + f.message));
+      tr.appendChild(el("td", "num count", "×" + fmt(f.count)));
       return tr;
     });
     body.replaceChildren.apply(body, rows);
-    $("failures-empty").hidden = failures.length > 0;
+    $("failures-empty").hidden = groups.length > 0;
   }
 
-  function renderBlocks(blocks) {
-    var items = blocks.slice(0, 10).map(function (b) {
+  // Hub blocks grouped by actor.
+  function renderBlocks(groups, cluster) {
+    var items = groups.slice(0, 10).map(function (b) {
       var li = el("li");
-      li.appendChild(el("span", "", clock(b.time) + " "));
-      li.appendChild(el("span", "name", b.path || "(no actor: code outside the actors)"));
-      li.appendChild(el("span", "", " blocked the hub for " + b.seconds.toFixed(3) + " s"));
+      li.appendChild(el("span", "", clock(b.last) + " "));
+      li.appendChild(el("span", "name", (b.path || "(no actor: code outside the actors)") + nodeSuffix(b, cluster)));
+      li.appendChild(el("span", "", " blocked the hub ×" + fmt(b.count) + ", " + b.seconds.toFixed(3) +
+        " s in all (longest " + b.max_seconds.toFixed(3) + " s)"));
       if (b.stack) {
         var d = el("details");
-        d.appendChild(el("summary", "", "stack"));
+        d.appendChild(el("summary", "", "last stack"));
         d.appendChild(el("pre", "", b.stack));
         li.appendChild(d);
       }
       return li;
     });
     $("blocks").replaceChildren.apply($("blocks"), items);
-    $("blocks-empty").hidden = blocks.length > 0;
+    $("blocks-empty").hidden = groups.length > 0;
   }
 
-  function renderHot(hot) {
+  function renderHot(hot, cluster) {
     function list(id, entries, key) {
       var items = entries.map(function (e) {
         var li = el("li");
-        li.appendChild(el("span", "name", e.path));
+        li.appendChild(el("span", "name", e.path + nodeSuffix(e, cluster)));
         li.appendChild(el("span", "num", " " + key + " " + e[key]));
         return li;
       });
