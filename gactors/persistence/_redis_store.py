@@ -48,6 +48,7 @@ from zope.interface import implementer
 from gactors.cluster._redis import (
     RedisBackend,
     ReplyError,
+    _execute,
     _Script,
     exchange,
     open_connections,
@@ -222,7 +223,7 @@ class RedisStore:
         self._base = f"{backend.key_prefix}:{backend.cluster_name}:p"
         self._ids_key = f"{self._base}:ids".encode()
         self._wait = wait_replicas
-        self._wait_ms = max(1, int(timeout * 1000 * 0.8))
+        self._wait_ms = max(1, int(timeout * 500))  # half the budget: the reply must come in time
         # The batched writes: one held connection, one batch at a time.
         self._held = open_connections(backend)
         self._held_lock = Semaphore()
@@ -256,7 +257,7 @@ class RedisStore:
 
     def _command(self, what: str, *args: Any) -> Any:
         try:
-            return self._pool.call(what, lambda c: c.execute_command(*args))
+            return self._pool.call(what, lambda c: _execute(c, *args))
         except BackendUnavailable as e:
             raise PersistenceError(f"the redis store failed ({what}): {e}") from e
 
@@ -267,10 +268,8 @@ class RedisStore:
             return
         _checked.add(url)
         try:
-            aof = self._pool.call(
-                "config", lambda c: c.execute_command("CONFIG", "GET", "appendonly")
-            )
-            save = self._pool.call("config", lambda c: c.execute_command("CONFIG", "GET", "save"))
+            aof = self._pool.call("config", lambda c: _execute(c, "CONFIG", "GET", "appendonly"))
+            save = self._pool.call("config", lambda c: _execute(c, "CONFIG", "GET", "save"))
         except BackendUnavailable as e:
             # CONFIG is often disabled or renamed on managed servers: nothing to say.
             _log.debug("persistence: cannot read the configuration of %s: %s", url, e)
