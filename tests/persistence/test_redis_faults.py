@@ -170,7 +170,7 @@ def check_journal(books: Books, crashed: int | None) -> None:
         # Whole writes: events come in pairs (value, 0), (value, 1).
         assert len(events) % 2 == 0, (entity, events[-3:])
         for i in range(0, len(events), 2):
-            (s0, e0), (s1, e1) = events[i], events[i + 1]
+            (_, e0), (s1, e1) = events[i], events[i + 1]
             assert e0[1] == e1[1] and e0[2] == 0 and e1[2] == 1, (entity, events[i : i + 2])
             if s1 in handled:
                 assert handled[s1][0] == e1[1], (entity, s1, handled[s1], e1)
@@ -184,6 +184,15 @@ def check_journal(books: Books, crashed: int | None) -> None:
             assert len(foreign) <= 1, f"{entity}: stored without a handler: {foreign}"
         tokens = [handled[s][1] for s in sorted(handled)]
         assert tokens == sorted(tokens), f"{entity}: fencing tokens went down: {tokens}"
+
+
+def report(line: str) -> None:
+    """One line in the test log (``-s``) for the issue's note."""
+    print(f"\n[persistence] {line}")  # noqa: T201 - seen with -s
+    path = os.environ.get("GACTORS_FAULT_REPORT")
+    if path:
+        with open(path, "a") as f:
+            f.write(line + "\n")
 
 
 @contextlib.contextmanager
@@ -224,7 +233,7 @@ def test_sigkill_of_a_host_loses_no_handled_event_and_fails_over_with_a_greater_
         assert sender.wait_for("sent", 90)["sent"] == n
         settle(hosts)
         books = collect(redis_url, name, hosts)
-        print(f"SIGKILL of one of three hosts: {books.summary()}")
+        report(f"SIGKILL of one of three hosts: {books.summary()}")
         check_journal(books, crashed=2)
         # The victim's entities went on elsewhere, with a greater token.
         moved = 0
@@ -266,14 +275,16 @@ def test_a_host_paused_past_its_lease_has_its_writes_refused(
         settle(hosts)
         books = collect(redis_url, name, hosts)
         refused = [f for f in books.failures if f[0] == 2]
-        print(f"  on_persist_failure on the paused host: {len(refused)}")
-        print(f"SIGSTOP of one of three hosts past its lease: {books.summary()}")
+        report(
+            f"SIGSTOP of one of three hosts past its lease: {books.summary()}, "
+            f"on_persist_failure on the paused host: {len(refused)}"
+        )
         check_journal(books, crashed=None)
         kinds = {kind for _, _, kind in refused}
         assert kinds <= {"FencedError", "PersistenceConflict"}, kinds
         writes = books.writes
         woke = [w for w in writes if w[3] != "ok"]
-        print(f"  the paused host's writes: {len(writes)}, refused {len(woke)}: {writes}")
+        report(f"the paused host's late writes: {len(writes)}, refused {len(woke)}: {writes}")
         assert woke, "no write of the paused host was refused: the test proved nothing"
         assert {w[3] for w in woke} <= {"FencedError", "PersistenceConflict"}, woke
         # A write of the paused host that was stored was stored in order: its token is
