@@ -36,6 +36,7 @@ import uuid
 from typing import Any
 
 import gevent
+import gevent.event
 import redis
 
 from gactors import ActorSystem, Props
@@ -78,7 +79,18 @@ class Writer(PersistentActor):
 
     def _done(self, event: int) -> None:
         self.count += 1
-        self.sender.tell(event)
+        if event < 0:  # told, not asked: count it
+            _CONFIRMED[0] += 1
+            if _CONFIRMED[0] == _CONFIRMED[1]:
+                _ALL_CONFIRMED.set()
+        else:
+            self.sender.tell(event)
+
+
+# Confirmations of told commands (negative values): [seen, wanted], and the event set
+# when all are in: the concurrent figures measure persistence, not asks.
+_CONFIRMED = [0, 0]
+_ALL_CONFIRMED = gevent.event.Event()
 
 
 def _config(url: str | None, path: str | None) -> dict[str, Any]:
@@ -92,7 +104,7 @@ def _config(url: str | None, path: str | None) -> dict[str, Any]:
 def bench_raw(url: str, n: int) -> dict[str, Any]:
     client = redis.Redis.from_url(url, protocol=2)
     sha = client.script_load(_RAW_APPEND)
-    tag = "{raw%s}" % uuid.uuid4().hex[:8]
+    tag = "{raw" + uuid.uuid4().hex[:8] + "}"
     keys = (f"{tag}:h", f"{tag}:e")
     payload = b"\x00" * 8 + b"\x92\xa1e\x01"  # the size of a small stored event
     for _ in range(100):
@@ -139,10 +151,14 @@ def _concurrent(system: ActorSystem, actors: int, per: int, tag: str) -> tuple[f
             last = now
 
     tick = gevent.spawn(ticker)
+    _CONFIRMED[:] = [0, actors * per]
+    _ALL_CONFIRMED.clear()
     t0 = time.perf_counter()
-    futures = [r.ask(("w", j), timeout=120, block=False) for j in range(per) for r in refs]
-    for f in futures:
-        f.get()
+    for j in range(per):
+        for r in refs:
+            r.tell(("w", -1 - j))
+    if not _ALL_CONFIRMED.wait(120):
+        raise RuntimeError(f"only {_CONFIRMED[0]} of {actors * per} events confirmed")
     dt = time.perf_counter() - t0
     running[0] = False
     tick.join()
