@@ -9,8 +9,9 @@ table with the targets of the issue:
   (``RPUSH`` + ``HSET``), one call after another from one greenlet;
 * ``sequential``: one ``PersistentActor``, each command's persist awaited (ask) before
   the next is sent, on the redis store: events/s and its ratio to the floor;
-* ``concurrent``: 1,000 actors persisting at once (each one event per command, every
-  actor kept busy): events/s from one process;
+* ``concurrent``: 1,000 actors persisting at once, each one write outstanding at a
+  time (it writes its next event once the last is confirmed): events/s from one
+  process;
 * ``recovery``: the recovery of one actor with 10,000 stored events (no snapshot), and
   with a snapshot every 1,000 (recovery then replays < 1,000 events);
 * ``sqlite_concurrent``: 1,000 actors on the SQLite store, events/s, and the longest
@@ -79,8 +80,10 @@ class Writer(PersistentActor):
 
     def _done(self, event: int) -> None:
         self.count += 1
-        if event < 0:  # told, not asked: count it
+        if event < 0:  # told, not asked: count it, and write the next one
             _CONFIRMED[0] += 1
+            if event > -_PER[0]:
+                self.ref.tell(("w", event - 1))
             if _CONFIRMED[0] == _CONFIRMED[1]:
                 _ALL_CONFIRMED.set()
         else:
@@ -90,6 +93,7 @@ class Writer(PersistentActor):
 # Confirmations of told commands (negative values): [seen, wanted], and the event set
 # when all are in: the concurrent figures measure persistence, not asks.
 _CONFIRMED = [0, 0]
+_PER = [0]  # events per actor: ("w", -1) ... ("w", -PER), each after the last is confirmed
 _ALL_CONFIRMED = gevent.event.Event()
 
 
@@ -152,11 +156,13 @@ def _concurrent(system: ActorSystem, actors: int, per: int, tag: str) -> tuple[f
 
     tick = gevent.spawn(ticker)
     _CONFIRMED[:] = [0, actors * per]
+    _PER[0] = per
     _ALL_CONFIRMED.clear()
     t0 = time.perf_counter()
-    for j in range(per):
-        for r in refs:
-            r.tell(("w", -1 - j))
+    # Closed loops: each actor has one write outstanding at a time, as a writer whose
+    # client waits for its confirmation (1,000 concurrent writers).
+    for r in refs:
+        r.tell(("w", -1))
     if not _ALL_CONFIRMED.wait(120):
         raise RuntimeError(f"only {_CONFIRMED[0]} of {actors * per} events confirmed")
     dt = time.perf_counter() - t0
