@@ -446,8 +446,20 @@ class RedisStore:
         ids = sorted(
             m.decode() for m in self._command("persistence ids", "SMEMBERS", self._ids_key)
         )
+
+        def highest(client: Any) -> list[Any]:
+            # One round trip for all ids (a pipeline, not a transaction: other slots).
+            pipe = client.pipeline(transaction=False)
+            for pid in ids:
+                pipe.hget(self._keys(pid, "h")[0], "seq")
+            return pipe.execute()  # type: ignore[no-any-return]
+
+        try:
+            seqs = self._pool.call("persistence ids", highest) if ids else []
+        except BackendUnavailable as e:
+            raise PersistenceError(f"the redis store failed (persistence ids): {e}") from e
         # An id is listed once a first write was tried; it counts once one was stored.
-        return [pid for pid in ids if self.highest_sequence_nr(pid) > 0]
+        return [pid for pid, seq in zip(ids, seqs, strict=True) if seq is not None and int(seq) > 0]
 
     # -- snapshots --------------------------------------------------------------------------
     def save(

@@ -260,3 +260,27 @@ def test_an_unreachable_server_fails_the_write_and_backoff_brings_the_state_back
         system.terminate()
         assert system.await_termination(T)
         server.close()
+
+
+def test_exchange_returns_an_error_reply_in_place_and_keeps_the_others(redis_url: str) -> None:
+    from gactors.cluster._redis import RedisBackend, ReplyError, exchange, open_connections
+    from gactors.cluster._seam import BackendUnavailable
+    from gactors.persistence._redis_store import _command
+
+    backend = RedisBackend(redis_url, "xchg")
+    try:
+        conns = open_connections(backend)
+        packed = _command(b"PING") + _command(b"NOSUCHCOMMAND") + _command(b"ECHO", b"hi")
+        pong, bad, echo = exchange(conns, "test", packed, 3)
+        assert (pong, echo) == (b"PONG", b"hi")
+        assert isinstance(bad, ReplyError) and not bad.noscript
+        (noscript,) = exchange(conns, "test", _command(b"EVALSHA", b"0" * 40, b"0"), 1)
+        assert isinstance(noscript, ReplyError) and noscript.noscript
+    finally:
+        backend.close()
+    dead = RedisBackend("redis://127.0.0.1:1/0", "xchg", connect_timeout=0.5)
+    try:
+        with pytest.raises(BackendUnavailable):
+            exchange(open_connections(dead), "test", _command(b"PING"), 1)
+    finally:
+        dead.close()
