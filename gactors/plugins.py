@@ -213,14 +213,17 @@ _BUILTIN_LAZY: dict[Kind, dict[str, str]] = {
     "journal": {
         "memory": "gactors.persistence._memory:memory_store",
         "sqlite": "gactors.persistence._sqlite:sqlite_store",
+        "redis": "gactors.persistence._redis_store:redis_store",
     },
     "snapshot_store": {
         "memory": "gactors.persistence._memory:memory_store",
         "sqlite": "gactors.persistence._sqlite:sqlite_store",
+        "redis": "gactors.persistence._redis_store:redis_store",
     },
     "state_store": {
         "memory": "gactors.persistence._memory:memory_store",
         "sqlite": "gactors.persistence._sqlite:sqlite_store",
+        "redis": "gactors.persistence._redis_store:redis_store",
     },
 }
 

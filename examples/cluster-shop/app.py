@@ -5,7 +5,8 @@ Redis server named by ``SHOP_REDIS_URL``. On that cluster:
 
 * a **cart** per user is a sharded entity (``ClusterSharding``): whichever worker a
   request lands on, ``entity_ref("cart", user)`` reaches the one live cart of that user,
-  wherever it runs;
+  wherever it runs; it is a ``PersistentActor`` whose events live in the cluster's
+  Redis, so it keeps its items when its worker is killed or replaced;
 * one **order-number allocator** is a cluster singleton (``ClusterSingleton``): the
   numbers live in a small SQLite table, and every write carries the allocator's fencing
   token, so an allocator that lost its lease without noticing (a paused process) cannot
@@ -44,6 +45,7 @@ from orders import StaleWriter, allocate, open_orders_db
 from gactors import Actor, ActorRef, ActorSystem, AskTimeoutError, Props, Status
 from gactors.cluster import Cluster, ClusterSharding, ClusterSingleton, RemoteError
 from gactors.contrib.wsgi import GactorsMiddleware, get_system
+from gactors.persistence import PersistentActor
 
 REDIS_URL = os.environ.get("SHOP_REDIS_URL", "redis://127.0.0.1:6379/0")
 DATA_DIR = Path(os.environ.get("SHOP_DATA_DIR", "shop-data"))
@@ -79,18 +81,23 @@ def lifecycle(event: str, **fields: Any) -> None:
 # -- the cart: one sharded entity per user ----------------------------------------------------
 
 
-class Cart(Actor):
-    """The cart of one user (entity id = user id). Its items live in memory only: when
-    its shard moves to another worker, a fresh cart starts there, empty."""
+class Cart(PersistentActor):
+    """The cart of one user (entity id = user id), event-sourced: every added item and
+    every checkout is an event in the cluster's Redis (persistence id ``cart|<user>``,
+    the default for an entity). When its shard moves to another worker (a crash, a
+    deploy), the cart there recovers its items from the events; its writes carry its
+    shard's fencing token, so a worker that lost the shard cannot write to it."""
 
     def __init__(self) -> None:
         self.items: list[str] = []
 
     def pre_start(self) -> None:
         lifecycle("start", kind="cart", id=self.context.entity_id, token=self.token)
+        super().pre_start()
 
     def post_stop(self) -> None:
         lifecycle("stop", kind="cart", id=self.context.entity_id, token=self.token)
+        super().post_stop()
 
     @property
     def token(self) -> int | None:
@@ -104,19 +111,36 @@ class Cart(Actor):
             "token": self.token,
         }
 
-    def receive(self, message: Any) -> None:
+    def apply(self, event: Any) -> None:
+        match event:
+            case ("added", str(item)):
+                self.items.append(item)
+            case ("checked_out",):
+                self.items = []
+
+    def receive_recover(self, event: Any) -> None:
+        if isinstance(event, tuple):
+            self.apply(event)
+
+    def receive_command(self, message: Any) -> None:
         match message:
             case ("add", str(item)):
-                self.items.append(item)
-                self.sender.tell(self.state())
+                self.persist(("added", item), self._added)
             case ("get",):
                 self.sender.tell(self.state())
             case ("checkout",):
-                reply = self.state()
-                self.items = []
-                self.sender.tell(reply)
+                self.persist(("checked_out",), self._checked_out)
             case _:
                 self.unhandled(message)
+
+    def _added(self, event: Any) -> None:
+        self.apply(event)
+        self.sender.tell(self.state())
+
+    def _checked_out(self, event: Any) -> None:
+        reply = self.state()
+        self.apply(event)
+        self.sender.tell(reply)
 
 
 # -- the order-number allocator: a cluster singleton ---------------------------------------------

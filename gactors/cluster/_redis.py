@@ -1369,3 +1369,52 @@ if TYPE_CHECKING:
     # mypy checks here that the engine has the seam's shape.
     def _conforms(backend: RedisBackend) -> Backend:
         return backend
+
+
+# -- for the layers built on the cluster (gactors.persistence) -------------------------
+# They may not import redis (import-linter), so they reach Redis through these few
+# names: a connection set of their own (`open_connections`, whose `call` takes a
+# client, whose `call_held` a held connection), `_Script` for single script calls, and
+# `exchange` for many pre-packed commands in one round trip.
+
+
+class ReplyError(Exception):
+    """The error reply of one command sent by :func:`exchange` (returned in its place;
+    the replies of the other commands are kept). ``noscript``: the server did not
+    know the script (restart, ``SCRIPT FLUSH``): that command did not run."""
+
+    def __init__(self, message: str, noscript: bool) -> None:
+        super().__init__(message)
+        self.noscript = noscript
+
+
+def open_connections(
+    backend: RedisBackend, *, max_connections: int = 1, socket_timeout: float | None = None
+) -> _Connections:
+    """A new :class:`_Connections` of ``backend`` (closed with the backend)."""
+    timeout = backend.socket_timeout if socket_timeout is None else socket_timeout
+    conns = _Connections(backend, socket_timeout=timeout, max_connections=max_connections)
+    return backend._adopt(conns)  # noqa: SLF001
+
+
+def exchange(conns: _Connections, what: str, packed: bytes, count: int) -> list[Any]:
+    """Send ``packed`` (``count`` RESP-encoded commands) in one write on the held
+    connection of ``conns`` and read the ``count`` replies: one round trip. An error
+    reply is returned as a :class:`ReplyError` in its place; a connection error raises
+    :class:`BackendUnavailable` (which of the commands ran is then unknown). One caller
+    at a time per thread (the connection is shared by them)."""
+
+    def run(conn: Any) -> list[Any]:
+        _ensure_live(conn)
+        conn.send_packed_command([packed], check_health=False)
+        out: list[Any] = []
+        for _ in range(count):
+            try:
+                out.append(conn.read_response())
+            except NoScriptError as e:
+                out.append(ReplyError(str(e), True))
+            except ResponseError as e:
+                out.append(ReplyError(str(e), False))
+        return out
+
+    return conns.call_held(what, run)

@@ -316,6 +316,7 @@ class Report:
     failed_attempts: int = 0
     failed_in_window: int = 0
     carts: int = 0
+    items_kept: int = 0  # confirmed items checked in the carts at the final sweep
     cart_incarnations: int = 0
     cart_moves: int = 0
     allocator_incarnations: int = 0
@@ -435,6 +436,38 @@ def final_sweep(shop: Shop, outcomes: list[Outcome]) -> set[int]:
     return pids
 
 
+def check_no_item_lost(outcomes: list[Outcome]) -> int:
+    """Every item whose add was confirmed is in the cart until the user checks out: each
+    checkout's reply lists every item confirmed since the one before, and the final
+    sweep every item confirmed since the last (carts are persistent: a crash or a reload
+    moves them with their items). A checkout that needed retries is not checked (an
+    attempt that failed may still have emptied the cart). Returns how many items were
+    checked."""
+    final = {o.user: o.data["items"] for o in outcomes if o.method == "GET"}
+    expected: dict[str, list[str]] = {}
+    checked = 0
+    lost: list[tuple[str, str, list[str]]] = []
+    # A user's requests come one at a time: their start times order them.
+    for o in sorted((o for o in outcomes if o.method == "POST"), key=lambda o: o.started):
+        items = expected.setdefault(o.user, [])
+        if o.path.endswith("/checkout"):
+            if not o.failures:
+                missing = [item for item in items if item not in o.data["items"]]
+                if missing:
+                    lost.append((o.user, "checkout", missing))
+                checked += len(items)
+            expected[o.user] = []
+        else:
+            items.append(o.path.rsplit("/", 1)[1])
+    for user, items in expected.items():
+        missing = [item for item in items if item not in final[user]]
+        if missing:
+            lost.append((user, "final", missing))
+        checked += len(items)
+    assert not lost, f"confirmed items missing from carts: {lost}"
+    return checked
+
+
 # -- the tests --------------------------------------------------------------------------------
 
 
@@ -468,6 +501,7 @@ def test_sigkill_one_worker_under_load(
         outcomes = load.finish()
         check_outcomes(outcomes, (killed_at - IN_FLIGHT, window_end), report)
         homes = final_sweep(shop, outcomes)
+        report.items_kept = check_no_item_lost(outcomes)
         new = set(shop.started_workers()) - set(first)
         assert len(new) == 1, shop.log_text()
         # The carts live on the survivors and the new worker (shards moved to it too).
@@ -512,6 +546,7 @@ def test_hup_reload_of_all_workers_under_load(
         outcomes = load.finish()
         check_outcomes(outcomes, (hup_at - IN_FLIGHT, window_end), report)
         homes = final_sweep(shop, outcomes)
+        report.items_kept = check_no_item_lost(outcomes)
         # Every cart moved to the new workers; the old ones stopped theirs (stop lines,
         # checked below: an old worker's cart never stopped would fail check_lifecycle).
         assert homes and not homes & set(first), (homes, first)

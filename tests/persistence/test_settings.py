@@ -143,15 +143,25 @@ def test_stores_come_from_their_entry_point_groups(monkeypatch: pytest.MonkeyPat
         plugins.refresh()
 
 
-def test_a_cluster_node_defaults_to_the_redis_store() -> None:
+def test_a_cluster_node_defaults_to_the_redis_store(redis_url: str) -> None:
     from types import SimpleNamespace
+
+    from gactors.persistence._redis_store import RedisStore
 
     def node(tables: dict[str, Any]) -> Any:
         return SimpleNamespace(name="n", settings=SimpleNamespace(extension_tables=tables))
 
-    clustered = Persistence(node({"cluster": object()}), PersistenceSettings())
-    # No "redis" store is registered yet: the error names it and the known stores.
-    with pytest.raises(PluginError, match=r"unknown journal 'redis'.*'memory'.*'sqlite'"):
-        _ = clustered.journal
+    # The redis store on the cluster's server, under the cluster's key prefix.
+    cluster = SimpleNamespace(url=redis_url, key_prefix="pfx")
+    clustered = Persistence(node({"cluster": cluster}), PersistenceSettings())
+    try:
+        assert isinstance(clustered.journal, RedisStore)
+        assert "pfx:n:p" in repr(clustered.journal)
+    finally:
+        clustered.close()
+    # A cluster table without a server (and no persistence.url): the error says so.
+    bare = Persistence(node({"cluster": object()}), PersistenceSettings())
+    with pytest.raises(ConfigError, match=r"persistence\.url"):
+        _ = bare.journal
     plain = Persistence(node({}), PersistenceSettings(path=":memory:"))
     assert plain.settings.store_ref("journal", plain._clustered) == "sqlite"

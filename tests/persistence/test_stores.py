@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import gevent
@@ -22,13 +23,23 @@ from gactors.persistence import (
     StateWrite,
 )
 from gactors.persistence._memory import MemoryStore
+from gactors.persistence._redis_store import redis_store
 from gactors.persistence._sqlite import sqlite_store
 
 
-@pytest.fixture(params=["memory", "sqlite"])
+@pytest.fixture(params=["memory", "sqlite", "redis"])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
     if request.param == "memory":
         yield MemoryStore()
+        return
+    if request.param == "redis":
+        url = request.getfixturevalue("redis_url")
+        prefix = request.getfixturevalue("redis_key_prefix")
+        r = redis_store(PersistenceSettings(url=url), SimpleNamespace(name=prefix, settings=None))
+        try:
+            yield r
+        finally:
+            r.close()
         return
     s = sqlite_store(PersistenceSettings(path=str(tmp_path / "store.sqlite3")))
     try:
