@@ -215,7 +215,38 @@ with RedisServer() as server:
 print("remote ask across two node processes:", path, "->", answer)
 '''
 
+# persistence: a PersistentActor on the SQLite store (the default without a cluster)
+# persists events, its system terminates, a new system recovers them from the file.
+PERSISTENCE_SMOKE = r"""
+from gevent import monkey; monkey.patch_all()
+from gactors import ActorSystem, Props
+from gactors.persistence import PersistentActor
+
+class Counter(PersistentActor):
+    persistence_id = "smoke-counter"
+    def __init__(self):
+        self.items = []
+    def receive_recover(self, event):
+        if isinstance(event, str):
+            self.items.append(event)
+    def receive_command(self, message):
+        if message == "get":
+            self.sender.tell(list(self.items))
+        else:
+            self.persist(message, lambda e: (self.items.append(e), self.sender.tell("ok")))
+
+config = {"persistence": {"path": "smoke.sqlite3"}}
+with ActorSystem("smoke", config=config) as system:
+    ref = system.actor_of(Props(Counter), "counter")
+    assert [ref.ask(x, timeout=10.0) for x in ("a", "b", "c")] == ["ok"] * 3
+with ActorSystem("smoke", config=config) as system:
+    got = system.actor_of(Props(Counter), "counter").ask("get", timeout=10.0)
+assert got == ["a", "b", "c"], got
+print("events recovered from SQLite by a new system:", got)
+"""
+
 SMOKES: dict[str, str] = {
+    "persistence": PERSISTENCE_SMOKE,
     "gunicorn": GUNICORN_SMOKE,
     "cluster": CLUSTER_SMOKE,
     "dashboard": DASHBOARD_SMOKE,
