@@ -70,10 +70,7 @@ def build_graph(root: Path, with_typing: bool) -> dict[str, set[str]]:
             if typing_only and not with_typing:
                 continue
             base, _, attr = target.partition(":")
-            if attr and f"{base}.{attr}" in files:
-                target = f"{base}.{attr}"
-            else:
-                target = base
+            target = f"{base}.{attr}" if attr and f"{base}.{attr}" in files else base
             if target in files and target != mod:
                 graph[mod].add(target)
     return graph
