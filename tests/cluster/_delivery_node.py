@@ -113,7 +113,7 @@ def main() -> int:
         if isinstance(message, ShardingEnvelope):
             message = message.message
         if isinstance(message, tuple) and len(message) == 2 and message[0] == "t":
-            books.write(f"D {message[1]}")
+            books.write(f"D {message[1]} {time.time():.3f}")
         else:
             books.write(f"X {type(message).__name__} {message!r:.200}")
 
