@@ -39,7 +39,7 @@ from gactors.testkit._redis_server import RedisServer
 redis = pytest.importorskip("redis")
 pytest.importorskip("msgspec")
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
+pytestmark = [pytest.mark.slow, pytest.mark.faults, pytest.mark.timeout(240)]
 
 NODE_SCRIPT = str(Path(__file__).resolve().parent / "_delivery_node.py")
 RUNS = int(os.environ.get("GACTORS_FAULT_RUNS", "1"))

@@ -46,7 +46,7 @@ MemberUp = cluster_mod.MemberUp
 ClusterError = cluster_mod.ClusterError
 SerializationError = cluster_mod.SerializationError
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
+pytestmark = [pytest.mark.slow, pytest.mark.faults, pytest.mark.timeout(120)]
 
 NODE_SCRIPT = str(Path(__file__).resolve().parent / "_fault_node.py")
 # A fast failure detector: unreachable after 1.5 s, down after 3 s.

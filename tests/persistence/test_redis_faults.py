@@ -36,7 +36,7 @@ from gactors.persistence import PersistenceSettings
 from gactors.persistence._codec import codec
 from gactors.persistence._redis_store import redis_store
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
+pytestmark = [pytest.mark.slow, pytest.mark.faults, pytest.mark.timeout(240)]
 
 NODE_SCRIPT = str(Path(__file__).resolve().parent / "_persist_node.py")
 FAST = {"heartbeat_interval": 0.2, "unreachable_after": 1.0, "down_after": 2.0, "lease_ttl": 2.0}
