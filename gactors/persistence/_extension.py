@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -34,6 +35,10 @@ __all__ = ["Persistence", "PersistenceExtension", "persistence_of"]
 _log = logging.getLogger("gactors.persistence")
 
 Callback = Callable[[Any], None]
+
+RUNNERS = 16
+"""Greenlets that serve a system's store calls other than batched writes (recoveries,
+snapshots, deletions): enough to keep a networked store's connections busy."""
 
 
 class _Batcher:
@@ -106,6 +111,8 @@ class Persistence:
         self._stores: dict[str, Any] = {}
         self._batchers: dict[str, _Batcher] = {}
         self._creating = RLock()
+        self._calls: deque[tuple[str, Callable[[], Any], Callable[[Any, Any], None]]] = deque()
+        self._runners = 0
         self._closed = False
 
     @classmethod
@@ -171,27 +178,46 @@ class Persistence:
         self._batcher("state_store").submit(write, callback)
 
     def run(self, what: str, fn: Callable[[], Any], callback: Callable[[Any, Any], None]) -> None:
-        """Run the store call ``fn`` in a greenlet of its own, bounded by
-        ``write_timeout``; then ``callback(result, None)`` or ``callback(None, error)``."""
+        """Run the store call ``fn`` in one of the system's store-call greenlets, bounded
+        by ``write_timeout``; then ``callback(result, None)`` or ``callback(None, error)``.
+
+        Calls queue and at most ``RUNNERS`` greenlets serve them, in order. Not one
+        greenlet per call: a thousand actors recovering at once would make a thousand
+        greenlets (each with its frames and closures) that all wait for the same store.
+        Those objects outlived young collections and made CPython's next *full*
+        collection both due and long (60 ms with a test runner's heap, all of it on
+        the hub); the store serves the calls a few at a time anyway (the SQLite store
+        one per threadpool thread, the Redis store one per pooled connection)."""
+        self._calls.append((what, fn, callback))
+        if self._runners < RUNNERS and self._runners < len(self._calls):
+            self._runners += 1
+            gevent.spawn(self._serve)
+
+    def _serve(self) -> None:
         timeout = self.settings.write_timeout
-
-        def go() -> None:
-            try:
-                with gevent.Timeout(timeout, False):
-                    result = fn()
-                    callback(result, None)
-                    return
-                callback(
-                    None,
-                    PersistenceError(
-                        f"{what} did not finish within {timeout} s "
-                        "(setting persistence.write_timeout)"
-                    ),
-                )
-            except Exception as e:
-                callback(None, e)
-
-        gevent.spawn(go)
+        calls = self._calls
+        try:
+            while calls:
+                what, fn, callback = calls.popleft()
+                try:
+                    with gevent.Timeout(timeout, False):
+                        result = fn()
+                        callback(result, None)
+                        continue
+                    callback(
+                        None,
+                        PersistenceError(
+                            f"{what} did not finish within {timeout} s "
+                            "(setting persistence.write_timeout)"
+                        ),
+                    )
+                except Exception as e:
+                    try:
+                        callback(None, e)
+                    except Exception:  # pragma: no cover - callbacks only tell
+                        _log.exception("persistence: a store call's callback failed")
+        finally:
+            self._runners -= 1
 
     def close(self) -> None:
         """Close the stores: once per factory call (a store object serving several
