@@ -17,6 +17,7 @@ import logging
 import os
 from collections import deque
 from collections.abc import Callable
+from time import perf_counter
 from typing import TYPE_CHECKING, Any
 
 import gevent
@@ -35,6 +36,7 @@ __all__ = ["Persistence", "PersistenceExtension", "persistence_of"]
 _log = logging.getLogger("gactors.persistence")
 
 Callback = Callable[[Any], None]
+Listener = Callable[[str, float], None]
 
 RUNNERS = 16
 """Greenlets that serve a system's store calls other than batched writes (recoveries,
@@ -44,16 +46,26 @@ snapshots, deletions): enough to keep a networked store's connections busy."""
 class _Batcher:
     """Gathers writes for one store method and calls it with a batch at a time."""
 
-    __slots__ = ("_flusher", "_name", "_queue", "_timeout", "_write")
+    __slots__ = ("_flusher", "_listeners", "_name", "_queue", "_since", "_timeout", "_write")
 
-    def __init__(self, name: str, write: Callable[[list[Any]], list[Any]], timeout: float) -> None:
+    def __init__(
+        self,
+        name: str,
+        write: Callable[[list[Any]], list[Any]],
+        timeout: float,
+        listeners: list[Listener],
+    ) -> None:
         self._name = name
         self._write = write
         self._timeout = timeout
+        self._listeners = listeners
         self._queue: list[tuple[Any, Callback]] = []
         self._flusher: Any = None
+        self._since = 0.0  # when the first write of the batch gathering now was queued
 
     def submit(self, write: Any, callback: Callback) -> None:
+        if not self._queue:
+            self._since = perf_counter()
         self._queue.append((write, callback))
         if self._flusher is None:
             # Spawned, not run now: it starts in the next turn of the hub, after every
@@ -64,7 +76,10 @@ class _Batcher:
         try:
             while self._queue:
                 batch, self._queue = self._queue, []
+                since = self._since
                 results = self._write_batch([w for w, _ in batch])
+                if self._listeners:
+                    self._observe(batch, results, perf_counter() - since)
                 for (_, callback), result in zip(batch, results, strict=True):
                     try:
                         callback(result)
@@ -72,6 +87,19 @@ class _Batcher:
                         _log.exception("persistence: a write callback failed")
         finally:
             self._flusher = None
+
+    def _observe(self, batch: list[tuple[Any, Callback]], results: list[Any], took: float) -> None:
+        # The writes a store confirmed: their events (a state write is one) and their
+        # latency, from the queueing of the batch's first write to the store's answer.
+        events = 0
+        for (write, _), result in zip(batch, results, strict=True):
+            if result is None:
+                payloads = getattr(write, "payloads", None)
+                events += len(payloads) if payloads is not None else 1
+        if events:
+            for fn in self._listeners:
+                fn("persisted", float(events))
+                fn("persist_seconds", took)
 
     def _write_batch(self, writes: list[Any]) -> list[Any]:
         n = len(writes)
@@ -113,6 +141,14 @@ class Persistence:
         self._creating = RLock()
         self._calls: deque[tuple[str, Callable[[], Any], Callable[[Any, Any], None]]] = deque()
         self._runners = 0
+        self.listeners: list[Listener] = []
+        """Callables ``(kind, value)`` told what persistence does, in the hub thread
+        (:mod:`gactors.contrib.prometheus` adds one): ``"persisted"`` (events a store
+        confirmed, per batch), ``"persist_seconds"`` (that batch's latency),
+        ``"failure"`` and ``"rejection"`` (events whose write failed or was refused:
+        ``on_persist_failure``/``on_persist_rejected`` ran), ``"recovery_seconds"``
+        (one recovery, from its start to ``RecoveryCompleted``). Empty: nothing is
+        measured."""
         self._closed = False
 
     @classmethod
@@ -165,6 +201,7 @@ class Persistence:
                 plugins._LABEL[kind],  # type: ignore[index]  # noqa: SLF001
                 write,
                 self.settings.write_timeout,
+                self.listeners,
             )
         return b
 
@@ -218,6 +255,14 @@ class Persistence:
                         _log.exception("persistence: a store call's callback failed")
         finally:
             self._runners -= 1
+
+    def notify(self, kind: str, value: float) -> None:
+        """Tell :attr:`listeners` ``(kind, value)``."""
+        for fn in self.listeners:
+            try:
+                fn(kind, value)
+            except Exception:  # pragma: no cover - listeners only count
+                _log.exception("persistence: a listener failed")
 
     def close(self) -> None:
         """Close the stores: once per factory call (a store object serving several
