@@ -140,7 +140,8 @@ class Persistence:
         self._batchers: dict[str, _Batcher] = {}
         self._creating = RLock()
         self._calls: deque[tuple[str, Callable[[], Any], Callable[[Any, Any], None]]] = deque()
-        self._runners = 0
+        self._runners = 0  # greenlets serving self._calls
+        self._busy = 0  # of them, in a call now
         self.listeners: list[Listener] = []
         """Callables ``(kind, value)`` told what persistence does, in the hub thread
         (:mod:`gactors.contrib.prometheus` adds one): ``"persisted"`` (events a store
@@ -226,7 +227,9 @@ class Persistence:
         the hub); the store serves the calls a few at a time anyway (the SQLite store
         one per threadpool thread, the Redis store one per pooled connection)."""
         self._calls.append((what, fn, callback))
-        if self._runners < RUNNERS and self._runners < len(self._calls):
+        # A new runner unless enough free ones (started, not in a call yet) will take
+        # the queued calls: a call never waits behind a slow one while runners are left.
+        if self._runners < RUNNERS and self._runners - self._busy < len(self._calls):
             self._runners += 1
             gevent.spawn(self._serve)
 
@@ -236,6 +239,7 @@ class Persistence:
         try:
             while calls:
                 what, fn, callback = calls.popleft()
+                self._busy += 1
                 try:
                     with gevent.Timeout(timeout, False):
                         result = fn()
@@ -253,6 +257,8 @@ class Persistence:
                         callback(None, e)
                     except Exception:  # pragma: no cover - callbacks only tell
                         _log.exception("persistence: a store call's callback failed")
+                finally:
+                    self._busy -= 1
         finally:
             self._runners -= 1
 
