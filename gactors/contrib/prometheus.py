@@ -309,11 +309,16 @@ class ActorSystemMetrics:
             "recovery_seconds": family.recovery_seconds.labels(name).observe,
         }
         # The persistence extension (made here if the system has none yet: an object
-        # without stores) tells us what its persistent actors do.
-        from gactors.persistence._extension import persistence_of
-
-        self._persistence_of = persistence_of(self.system)
-        self._persistence_of.listeners.append(self._on_persistence)
+        # without stores) tells us what its persistent actors do. Without msgspec there
+        # is no persistence to watch: its counters stay at 0.
+        self._persistence_of: Any = None
+        try:
+            from gactors.persistence._extension import persistence_of
+        except ImportError:
+            _log.debug("gactors.persistence is not importable: no persistence metrics")
+        else:
+            self._persistence_of = persistence_of(self.system)
+            self._persistence_of.listeners.append(self._on_persistence)
         obs.listeners.append(self._on_event)
         family.live.add(self)
         self.refresh()
@@ -376,10 +381,11 @@ class ActorSystemMetrics:
         # A terminated system has no live gauges; its counters keep their totals.
         family = self._family
         family.live.discard(self)
-        try:
-            self._persistence_of.listeners.remove(self._on_persistence)
-        except ValueError:  # pragma: no cover - removed once
-            pass
+        if self._persistence_of is not None:
+            try:
+                self._persistence_of.listeners.remove(self._on_persistence)
+            except ValueError:  # pragma: no cover - removed once
+                pass
         name = self.system.name
         with _families_lock:
             if self._family.names.get(name) is self:

@@ -98,8 +98,11 @@ class _Batcher:
                 events += len(payloads) if payloads is not None else 1
         if events:
             for fn in self._listeners:
-                fn("persisted", float(events))
-                fn("persist_seconds", took)
+                try:
+                    fn("persisted", float(events))
+                    fn("persist_seconds", took)
+                except Exception:  # pragma: no cover - listeners only count
+                    _log.exception("persistence: a listener failed")
 
     def _write_batch(self, writes: list[Any]) -> list[Any]:
         n = len(writes)
