@@ -657,7 +657,7 @@ def table(
 def raw_table(med: Medians) -> list[list[str]]:
     """The raw limits as rows of cells (first row is the header)."""
     rows = [["reference", "kind", "unit", "median", "what"]]
-    floors = {"switch", "deque_call"}
+    floors = {"switch", "deque_call", "redis_evalsha"}
     for row in RAW_ROWS:
         v = value(med, row.workload, _limit_impl(row.workload), row.metric)
         if v is not None:
