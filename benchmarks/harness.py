@@ -37,6 +37,8 @@ from .spec import (
     LIMIT_IMPLS,
     NEEDS_REDIS,
     PEERS,
+    PERSISTENCE_ROWS,
+    PERSISTENCE_WORKLOADS,
     PLOT_VENV,
     RAW_REFERENCE,
     RAW_ROWS,
@@ -148,7 +150,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
             BASELINE,
             f"gactors of {base} (the same interpreter)",
             "worker_gactors.py",
-            (*ACTOR_WORKLOADS, *REMOTE_WORKLOADS),
+            (*ACTOR_WORKLOADS, *REMOTE_WORKLOADS, *PERSISTENCE_WORKLOADS),
         )
     elif BASELINE in IMPLS:  # a previous call in the same process (tests)
         del IMPLS[BASELINE]
@@ -252,7 +254,7 @@ def schedule(impl_names: list[str], workload_names: list[str]) -> list[tuple[str
     limits = {**RAW_WORKLOADS, **REDIS_WORKLOADS}
     done_raw: set[tuple[str, str]] = set()
     for w in workload_names:
-        if w not in ACTOR_WORKLOADS and w not in REMOTE_WORKLOADS:
+        if not (w in ACTOR_WORKLOADS or w in REMOTE_WORKLOADS or w in PERSISTENCE_WORKLOADS):
             continue
         tasks.extend((i, w) for i in impl_names if i not in LIMIT_IMPLS and w in IMPLS[i].workloads)
         for ref in RAW_REFERENCE.get(w, ()):
@@ -655,7 +657,7 @@ def table(
 def raw_table(med: Medians) -> list[list[str]]:
     """The raw limits as rows of cells (first row is the header)."""
     rows = [["reference", "kind", "unit", "median", "what"]]
-    floors = {"switch", "deque_call"}
+    floors = {"switch", "deque_call", "redis_evalsha"}
     for row in RAW_ROWS:
         v = value(med, row.workload, _limit_impl(row.workload), row.metric)
         if v is not None:
@@ -703,6 +705,43 @@ class Target:
 
 
 def targets(med: Medians, runs: list[Run] | None = None) -> list[Target]:
+    """The targets of issue #18 (:func:`core_targets`), then those of persistence
+    (issue #25, :func:`persistence_targets`) when its workloads ran."""
+    return core_targets(med, runs) + persistence_targets(med, runs or [])
+
+
+def persistence_targets(med: Medians, runs: list[Run]) -> list[Target]:
+    """The performance targets of issue #25 (SPEC section 19), on the worst round."""
+    if not any(w in med for w in PERSISTENCE_WORKLOADS):
+        return []
+    out: list[Target] = []
+    r = round_ratio(runs, "persist_seq", "rate", ("redis", "redis_evalsha"), True)
+    name = "sequential persist ≥ 0.7x redis-py EVALSHA append"
+    if r is None:
+        out.append(Target(name, f"{NA} (missing data)", NA))
+    else:
+        measured = f"min {r.minimum:.2f}x, median {r.median:.2f}x ({r.rounds} round(s))"
+        out.append(Target(name, measured, "PASS" if r.minimum >= 0.7 else "MISS"))
+    limits = (
+        ("1,000 actors persist ≥ 50,000 events/s", "persist_concurrent", "rate", 50_000, True),
+        ("recovery of 10,000 events ≤ 0.5 s", "persist_recovery", "median_s", 0.5, False),
+        ("... snapshot every 1,000 ≤ 50 ms", "persist_recovery_snap", "median_s", 0.05, False),
+        ("SQLite, 1,000 actors ≥ 20,000 events/s", "persist_sqlite", "rate", 20_000, True),
+        ("SQLite: hub never stalled > 50 ms", "persist_sqlite", "stall_ms", 50, False),
+    )
+    units = {"rate": "events/s", "median_s": "s", "stall_ms": "ms"}
+    for name, workload, metric, bound, hb in limits:
+        v = worst_round(runs, workload, metric, hb)
+        if v is None:
+            out.append(Target(name, NA, NA))
+            continue
+        ok = v >= bound if hb else v <= bound
+        unit = units[metric]
+        out.append(Target(name, f"worst {_fmt(v, unit)} {unit}", "PASS" if ok else "MISS"))
+    return out
+
+
+def core_targets(med: Medians, runs: list[Run] | None = None) -> list[Target]:
     """Evaluate the project's performance targets (issue #18) on this run.
 
     Every target must hold in each round, not only in the median: a ratio target is
@@ -997,6 +1036,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.list:
         for w in ALL_WORKLOADS.values():
             kind = "raw" if w.name in RAW_WORKLOADS or w.name in REDIS_WORKLOADS else "actor"
+            if w.name in PERSISTENCE_WORKLOADS:
+                kind = "persist"
             print(f"{w.name:<16} {kind:<5} n={w.n:<9,} per={w.per:<4} {w.description}")
         return 0
     t_start = time.perf_counter()
@@ -1051,6 +1092,12 @@ def main(argv: list[str] | None = None) -> int:
         print("(baseline: redis-py alone on the same server; 'best peer': Thespian).")
         print()
         print(markdown(table(med, runs, impls_shown, REMOTE_ROWS, REMOTE_PEERS)))
+    if any(w in PERSISTENCE_WORKLOADS for _, w in tasks):
+        print()
+        print("Persistence (gactors.persistence): the redis store on that server, and SQLite")
+        print("(floor: redis-py EVALSHA of a minimal append script, one call after another).")
+        print()
+        print(markdown(table(med, runs, impls_shown, PERSISTENCE_ROWS, ())))
     raw_rows = raw_table(med)
     if len(raw_rows) > 1:
         print()
@@ -1098,6 +1145,7 @@ def main(argv: list[str] | None = None) -> int:
         "medians": med,
         "rows": _rows_json(med, runs, args.impls, ROWS),
         "remote_rows": _rows_json(med, runs, args.impls, REMOTE_ROWS),
+        "persistence_rows": _rows_json(med, runs, args.impls, PERSISTENCE_ROWS),
         "targets": [t.__dict__ for t in verdicts],
     }
     json_path = Path(args.json) if args.json else None

@@ -17,6 +17,9 @@ table with the targets of the issue:
 * ``sqlite_concurrent``: 1,000 actors on the SQLite store, events/s, and the longest
   stall of the hub meanwhile (a greenlet ticking every 5 ms measures it).
 
+The same figures are workloads of the harness (``python -m benchmarks``: ``persist_*``
+and the floor ``redis_evalsha``), run interleaved with the others and in ``--quick``.
+
 Figures, not assertions: the machine may be shared and noisy; the table says which
 target each run met.
 """
@@ -240,6 +243,64 @@ def bench_recovery(url: str, events: int, snapshot_every: int | None) -> dict[st
         "median_s": times[len(times) // 2],
         "best_s": times[0],
     }
+
+
+# -- as workloads of the harness (python -m benchmarks: worker_gactors.py, worker_redis.py)
+# N is the main count of the workload, PER its second one (benchmarks/spec.py); the
+# server is the harness's, named by GACTORS_BENCH_REDIS_URL.
+URL_ENV = "GACTORS_BENCH_REDIS_URL"
+
+
+def _url() -> str:
+    url = os.environ.get(URL_ENV, "")
+    if not url:
+        raise SystemExit(f"{URL_ENV} is not set (the harness starts the server)")
+    return url
+
+
+def _result(figure: dict[str, Any], count: int, seconds: float, **metrics: float) -> Any:
+    return {"seconds": seconds, "count": count, "metrics": metrics, "figure": figure}
+
+
+def persist_seq(args: Any) -> Any:
+    """N sequential persists of one actor, each awaited (redis store)."""
+    f = bench_sequential(_url(), args.n)
+    return _result(f, f["n"], f["n"] / f["rate"], rate=f["rate"])
+
+
+def persist_concurrent(args: Any) -> Any:
+    """PER actors persisting N events in all, one write outstanding each (redis)."""
+    actors = args.per or 1000
+    f = bench_concurrent(_url(), actors, max(1, args.n // actors))
+    return _result(f, f["n"], f["n"] / f["rate"], rate=f["rate"], stall_ms=f["stall_ms"])
+
+
+def persist_recovery(args: Any) -> Any:
+    """Recovery of one actor with N stored events; with PER: a snapshot every PER."""
+    f = bench_recovery(_url(), args.n, args.per or None)
+    return _result(f, args.n, f["median_s"], median_s=f["median_s"], best_s=f["best_s"])
+
+
+def persist_sqlite(args: Any) -> Any:
+    """PER actors persisting N events in all on the SQLite store; the hub's worst stall."""
+    actors = args.per or 1000
+    f = bench_sqlite(actors, max(1, args.n // actors))
+    return _result(f, f["n"], f["n"] / f["rate"], rate=f["rate"], stall_ms=f["stall_ms"])
+
+
+def redis_evalsha(args: Any) -> Any:
+    """The raw floor: N sequential redis-py EVALSHA calls of a minimal append script."""
+    f = bench_raw(_url(), args.n)
+    return _result(f, args.n, args.n / f["rate"], rate=f["rate"])
+
+
+WORKLOADS = {
+    "persist_seq": persist_seq,
+    "persist_concurrent": persist_concurrent,
+    "persist_recovery": persist_recovery,
+    "persist_recovery_snap": persist_recovery,
+    "persist_sqlite": persist_sqlite,
+}
 
 
 def main(argv: list[str] | None = None) -> int:

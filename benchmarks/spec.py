@@ -135,15 +135,53 @@ REDIS_WORKLOADS: dict[str, Workload] = {
     )
 }
 
+# gactors.persistence (SPEC section 19, issue 25): ``n`` events in all; ``per`` the
+# number of concurrent actors (the recovery with snapshots: the snapshot interval).
+PERSISTENCE_WORKLOADS: dict[str, Workload] = {
+    w.name: w
+    for w in (
+        Workload("persist_seq", 20_000, 0, "one PersistentActor, N persists each awaited (redis)"),
+        Workload(
+            "persist_concurrent",
+            50_000,
+            1_000,
+            "PER actors persist N events in all, one write outstanding each (redis)",
+        ),
+        Workload("persist_recovery", 10_000, 0, "recover one actor from N events (redis)"),
+        Workload(
+            "persist_recovery_snap",
+            10_000,
+            1_000,
+            "recover one actor from N events, a snapshot every PER (redis)",
+        ),
+        Workload(
+            "persist_sqlite",
+            20_000,
+            1_000,
+            "PER actors persist N events in all on SQLite; the hub's worst stall",
+        ),
+    )
+}
+
+# The raw floor of persistence: redis-py alone on the same server.
+REDIS_WORKLOADS["redis_evalsha"] = Workload(
+    "redis_evalsha", 20_000, 0, "N sequential EVALSHA of a minimal append script (RPUSH+HSET)"
+)
+
 ALL_WORKLOADS: dict[str, Workload] = {
     **ACTOR_WORKLOADS,
     **RAW_WORKLOADS,
     **REMOTE_WORKLOADS,
+    **PERSISTENCE_WORKLOADS,
     **REDIS_WORKLOADS,
 }
 
 # Workloads that need the Redis-protocol server the harness starts.
-NEEDS_REDIS: frozenset[str] = frozenset(REMOTE_WORKLOADS) | frozenset(REDIS_WORKLOADS)
+NEEDS_REDIS: frozenset[str] = (
+    frozenset(REMOTE_WORKLOADS)
+    | frozenset(REDIS_WORKLOADS)
+    | (frozenset(PERSISTENCE_WORKLOADS) - {"persist_sqlite"})
+)
 
 # Which references (implementation, workload) an actor workload is compared with; they
 # run right after it in each round, so that round i of gactors meets round i of its
@@ -163,6 +201,7 @@ RAW_REFERENCE: dict[str, tuple[tuple[str, str], ...]] = {
     "blocking": (("raw", "sleep"),),
     "remote_tell": (("redis", "redis_xadd_batch"),),
     "remote_ask": (("redis", "redis_echo"),),
+    "persist_seq": (("redis", "redis_evalsha"),),
 }
 
 # What each reference is, by name (tables, targets and the chart say which one is meant).
@@ -180,6 +219,7 @@ REF_NAMES: dict[str, str] = {
     "redis_xadd": "redis-py XADD",
     "redis_xadd_batch": "redis-py XADD batch",
     "redis_echo": "redis-py XADD/XREAD echo",
+    "redis_evalsha": "redis-py EVALSHA append",
 }
 
 # The implementations that are raw limits rather than actor systems.
@@ -196,7 +236,7 @@ IMPLS: dict[str, Impl] = {
             "gactors",
             "gactors (this checkout, current interpreter)",
             "worker_gactors.py",
-            (*ACTOR_WORKLOADS, *REMOTE_WORKLOADS),
+            (*ACTOR_WORKLOADS, *REMOTE_WORKLOADS, *PERSISTENCE_WORKLOADS),
         ),
         Impl(
             "pykka4",
@@ -288,6 +328,24 @@ REMOTE_ROWS: tuple[Row, ...] = (
     Row("idle, in the server", "remote_idle", "server_per_beat", "cmds", False),
 )
 
+# Labels without counts: --quick runs a fiftieth of them (the JSON has the counts).
+PERSISTENCE_ROWS: tuple[Row, ...] = (
+    Row(
+        "sequential persist",
+        "persist_seq",
+        "rate",
+        "events/s",
+        True,
+        None,
+        ("redis_evalsha", "rate"),
+    ),
+    Row("concurrent persist", "persist_concurrent", "rate", "events/s", True),
+    Row("recovery, events only", "persist_recovery", "median_s", "s", False),
+    Row("recovery, snapshots", "persist_recovery_snap", "median_s", "s", False),
+    Row("SQLite concurrent", "persist_sqlite", "rate", "events/s", True),
+    Row("SQLite worst hub stall", "persist_sqlite", "stall_ms", "ms", False),
+)
+
 RAW_ROWS: tuple[Row, ...] = (
     Row("queue_oneway", "queue_oneway", "rate", "msgs/s", True),
     Row("queue_ping_pong", "queue_ping_pong", "rate", "rt/s", True),
@@ -302,4 +360,5 @@ RAW_ROWS: tuple[Row, ...] = (
     Row("redis_xadd", "redis_xadd", "rate", "entries/s", True),
     Row("redis_xadd_batch", "redis_xadd_batch", "rate", "msgs/s", True),
     Row("redis_echo p50", "redis_echo", "median_us", "µs", False),
+    Row("redis_evalsha", "redis_evalsha", "rate", "calls/s", True),
 )

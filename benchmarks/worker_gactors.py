@@ -332,6 +332,31 @@ def _remote_workloads() -> dict[str, Any]:
     return remote
 
 
+PERSISTENCE = (
+    "persist_seq",
+    "persist_concurrent",
+    "persist_recovery",
+    "persist_recovery_snap",
+    "persist_sqlite",
+)
+
+
+def _persistence_workloads() -> dict[str, Any]:
+    """The persistence workloads, or an explanation why this checkout cannot run them."""
+    try:
+        import gactors.persistence  # noqa: F401  (a checkout before persistence has none)
+    except ImportError as exc:
+        why = f"this gactors has no persistence ({exc})"
+
+        def not_available(args: argparse.Namespace) -> Result:
+            return {"na": why}
+
+        return dict.fromkeys(PERSISTENCE, not_available)
+    from persistence import WORKLOADS as persistence
+
+    return persistence
+
+
 def _versions() -> dict[str, str]:
     return {
         "gactors": str(getattr(gactors, "__version__", "?")),
@@ -344,4 +369,6 @@ if __name__ == "__main__":
 
     if len(sys.argv) > 1 and sys.argv[1] in REMOTE:
         WORKLOADS.update(_remote_workloads())
+    if len(sys.argv) > 1 and sys.argv[1] in PERSISTENCE:
+        WORKLOADS.update(_persistence_workloads())
     run_worker("gactors", WORKLOADS, _versions)

@@ -127,7 +127,37 @@ def _echo_main(url: str, inbox: str, outbox: str, n: int) -> None:
         r.xadd(outbox, {b"m": MESSAGE}, maxlen=MAXLEN, approximate=True)
 
 
+# The raw floor of gactors.persistence's redis store: a minimal append (the same script
+# as benchmarks/persistence.py's): read the head, push the event, move the head.
+_APPEND = """
+local n = redis.call('HGET', KEYS[1], 'seq') or 0
+redis.call('RPUSH', KEYS[2], ARGV[1])
+redis.call('HSET', KEYS[1], 'seq', n + 1)
+return 0
+"""
+
+
+def redis_evalsha(args: argparse.Namespace) -> Result:
+    """N sequential EVALSHA calls of a minimal append script, one after the other."""
+    n = args.n
+    r = _client()
+    sha = r.script_load(_APPEND)
+    tag = "{gactors-bench-" + uuid.uuid4().hex[:8] + "}"
+    keys = (f"{tag}:h", f"{tag}:e")
+    payload = b"\x00" * 8 + b"\x92\xa1e\x01"  # the size of a small stored event
+    try:
+        for _ in range(min(100, n)):
+            r.evalsha(sha, 2, *keys, payload)
+        t0 = time.perf_counter()
+        for _ in range(n):
+            r.evalsha(sha, 2, *keys, payload)
+        return rate_result(n, time.perf_counter() - t0)
+    finally:
+        r.delete(*keys)
+
+
 WORKLOADS = {
+    "redis_evalsha": redis_evalsha,
     "redis_xadd": redis_xadd,
     "redis_xadd_batch": redis_xadd_batch,
     "redis_echo": redis_echo,

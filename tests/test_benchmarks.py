@@ -85,3 +85,27 @@ def test_every_reference_is_named_and_scheduled_after_its_workload() -> None:
     ask = next(c for c in cells if c[0] == "ask")
     assert "gevent Queue+AsyncResult ask 5" in ask
     assert "2.00x" in ask  # vs the baseline, one round
+
+
+def test_persistence_workloads_run_beside_their_named_floor_with_their_targets() -> None:
+    tasks = harness.schedule(["gactors", "redis"], ["persist_seq", "persist_sqlite"])
+    assert tasks == [
+        ("gactors", "persist_seq"),
+        ("redis", "redis_evalsha"),
+        ("gactors", "persist_sqlite"),
+    ]
+    assert "persist_sqlite" not in _spec.NEEDS_REDIS and "persist_seq" in _spec.NEEDS_REDIS
+    runs = [
+        _run("gactors", "persist_seq", 1, rate=7.5),
+        _run("redis", "redis_evalsha", 1, rate=10.0),
+        _run("gactors", "persist_sqlite", 1, rate=30_000.0, stall_ms=60.0),
+    ]
+    med = harness.medians(runs)
+    verdicts = {t.name: t.verdict for t in harness.targets(med, runs)}
+    assert verdicts["sequential persist ≥ 0.7x redis-py EVALSHA append"] == "PASS"
+    assert verdicts["SQLite, 1,000 actors ≥ 20,000 events/s"] == "PASS"
+    assert verdicts["SQLite: hub never stalled > 50 ms"] == "MISS"
+    assert verdicts["recovery of 10,000 events ≤ 0.5 s"] == "n/a"  # not run
+    cells = harness.table(med, runs, ["gactors", "redis"], _spec.PERSISTENCE_ROWS, ())
+    seq = next(c for c in cells if c[0] == "sequential persist")
+    assert "redis-py EVALSHA append 10" in seq and "0.75x" in seq

@@ -26,7 +26,24 @@ name                                      type     multiprocess      what
                                                                      (absent unless a system of
                                                                      the registry is a cluster
                                                                      node)
+``gactors_persistence_events_persisted``  counter  summed            events the stores
+``_total``                                                           confirmed (a durable state
+                                                                     write is one)
+``gactors_persistence_persist_seconds``   histo-   summed            latency of a batch of
+                                          gram                       writes: from its first
+                                                                     write queued to the store's
+                                                                     answer
+``gactors_persistence_failures_total``    counter  summed            events whose write failed
+                                                                     (``on_persist_failure``)
+``gactors_persistence_rejections_total``  counter  summed            events refused
+                                                                     (``on_persist_rejected``)
+``gactors_persistence_recovery_seconds``  histo-   summed            one recovery of a persistent
+                                          gram                       actor, start to
+                                                                     ``RecoveryCompleted``
 ========================================  =======  ================  ===========================
+
+The persistence metrics are counted by :mod:`gactors.persistence` itself, through
+``Persistence.listeners``: an actor that does not persist pays nothing for them.
 
 Every counter is exported at 0 from the creation of :class:`ActorSystemMetrics` on.
 Counters move at once (they are incremented from the event stream, or per refresh for
@@ -53,7 +70,14 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 try:
-    from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, make_wsgi_app
+    from prometheus_client import (
+        REGISTRY,
+        CollectorRegistry,
+        Counter,
+        Gauge,
+        Histogram,
+        make_wsgi_app,
+    )
     from prometheus_client.multiprocess import MultiProcessCollector
 except ImportError as _e:  # pragma: no cover - depends on the installation
     raise ImportError(
@@ -76,6 +100,11 @@ _log = logging.getLogger("gactors.prometheus")
 
 DEFAULT_INTERVAL = 5.0
 """Seconds between two periodic refreshes of the gauges."""
+
+# Seconds: a batched write takes a disk sync or a round trip (sub-millisecond to
+# tens of milliseconds); a recovery from nothing to a long replay.
+_PERSIST_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
+_RECOVERY_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 
 
 def multiprocess_mode() -> bool:
@@ -141,6 +170,39 @@ class _Family:
             "Seconds the gevent hub was blocked (a lower bound)",
             labels,
             registry=registry,
+        )
+        self.persisted = Counter(
+            "gactors_persistence_events_persisted",
+            "Events the persistence stores confirmed (a durable state write is one)",
+            labels,
+            registry=registry,
+        )
+        self.persist_seconds = Histogram(
+            "gactors_persistence_persist_seconds",
+            "Latency of a batch of persistence writes, from its first write queued to the "
+            "store's answer",
+            labels,
+            registry=registry,
+            buckets=_PERSIST_BUCKETS,
+        )
+        self.persist_failures = Counter(
+            "gactors_persistence_failures",
+            "Events whose write failed (on_persist_failure ran)",
+            labels,
+            registry=registry,
+        )
+        self.persist_rejections = Counter(
+            "gactors_persistence_rejections",
+            "Events the encoder or the store refused (on_persist_rejected ran)",
+            labels,
+            registry=registry,
+        )
+        self.recovery_seconds = Histogram(
+            "gactors_persistence_recovery_seconds",
+            "Time a persistent actor took to recover, from its start to RecoveryCompleted",
+            labels,
+            registry=registry,
+            buckets=_RECOVERY_BUCKETS,
         )
         self._registry = registry
         # Created by the first cluster node only: a system without a cluster exports no
@@ -239,6 +301,24 @@ class ActorSystemMetrics:
             d: family.failures.labels(name, d) for d in ("restart", "resume", "stop")
         }
         self._member_statuses: set[str] = set()
+        self._persistence: dict[str, Callable[[float], None]] = {
+            "persisted": family.persisted.labels(name).inc,
+            "persist_seconds": family.persist_seconds.labels(name).observe,
+            "failure": family.persist_failures.labels(name).inc,
+            "rejection": family.persist_rejections.labels(name).inc,
+            "recovery_seconds": family.recovery_seconds.labels(name).observe,
+        }
+        # The persistence extension (made here if the system has none yet: an object
+        # without stores) tells us what its persistent actors do. Without msgspec there
+        # is no persistence to watch: its counters stay at 0.
+        self._persistence_of: Any = None
+        try:
+            from gactors.persistence._extension import persistence_of
+        except ImportError:
+            _log.debug("gactors.persistence is not importable: no persistence metrics")
+        else:
+            self._persistence_of = persistence_of(self.system)
+            self._persistence_of.listeners.append(self._on_persistence)
         obs.listeners.append(self._on_event)
         family.live.add(self)
         self.refresh()
@@ -263,6 +343,12 @@ class ActorSystemMetrics:
             blocked: HubBlocked = event
             self._blocked.inc()
             self._blocked_seconds.inc(blocked.seconds)
+
+    def _on_persistence(self, kind: str, value: float) -> None:
+        # Called in the hub thread by gactors.persistence.
+        record = self._persistence.get(kind)
+        if record is not None:
+            record(value)
 
     def refresh(self) -> None:
         """Read the gauges off the actor tree and add the newly processed messages."""
@@ -295,6 +381,11 @@ class ActorSystemMetrics:
         # A terminated system has no live gauges; its counters keep their totals.
         family = self._family
         family.live.discard(self)
+        if self._persistence_of is not None:
+            try:
+                self._persistence_of.listeners.remove(self._on_persistence)
+            except ValueError:  # pragma: no cover - removed once
+                pass
         name = self.system.name
         with _families_lock:
             if self._family.names.get(name) is self:

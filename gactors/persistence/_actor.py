@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, ClassVar, cast
 
 from gactors.exceptions import IllegalStateError
-from gactors.persistence._base import PersistentBase
+from gactors.persistence._base import PersistentBase, _observed
 from gactors.persistence._codec import codec
 from gactors.persistence._model import (
     AtomicWrite,
@@ -66,6 +66,7 @@ class _State:
         "pid",
         "queue",
         "recovering",
+        "recovery_start",
         "snapshot_seq",
         "started",
         "stashing",
@@ -76,6 +77,7 @@ class _State:
         self.pid = ""
         self.started = False
         self.recovering = True
+        self.recovery_start = 0.0  # perf_counter() when recovery began
         self.last = 0  # last_sequence_nr
         self.stored = 0  # the highest sequence number the store confirmed
         self.snapshot_seq = 0
@@ -173,6 +175,11 @@ class PersistentActor(PersistentBase):
     def recovery_running(self) -> bool:
         """True until ``RecoveryCompleted`` is delivered."""
         return self._gactors_p.recovering
+
+    def _gactors_observe(self) -> dict[str, Any]:
+        # The dashboard's per-actor data (gactors._observer): read, never changed.
+        p = self._gactors_p
+        return _observed(p.pid, p.last, self.context.fencing_token, "sequence_nr")
 
     # -- persisting -----------------------------------------------------------------------
     def _call(self, kind: int, events: list[Any], handler: Callable[[Any], Any]) -> None:
@@ -319,6 +326,8 @@ class PersistentActor(PersistentBase):
                 p.stashing -= 1
             cause = inv.rejected or (rejected if inv.kind != _DEFER else None)
             if cause is not None:
+                if self._persistence.listeners:
+                    self._persistence.notify("rejection", float(len(inv.events)))
                 for i, event in enumerate(inv.events, start=p.stored + 1):
                     self.on_persist_rejected(cause, event, i)
                 continue
@@ -341,6 +350,10 @@ class PersistentActor(PersistentBase):
         p.queue = []
         p.batch = []
         p.stashing = 0
+        if self._persistence.listeners:
+            self._persistence.notify(
+                "failure", float(sum(len(i.events) for i in invs if i.kind != _DEFER))
+            )
         self.on_persist_failure(cause, first.events[0], p.stored + 1)
 
     # -- recovery -------------------------------------------------------------------------
@@ -356,6 +369,7 @@ class PersistentActor(PersistentBase):
             return
         pers = self._persistence
         pid = p.pid
+        p.recovery_start = time.perf_counter()
 
         def load() -> Any:
             snap = None
@@ -416,6 +430,8 @@ class PersistentActor(PersistentBase):
         p.stored = highest
         p.last = max(p.last, highest)
         p.recovering = False
+        if self._persistence.listeners:
+            self._persistence.notify("recovery_seconds", time.perf_counter() - p.recovery_start)
         self.receive_recover(RecoveryCompleted)
         self._flush()
         if not p.stashing:

@@ -16,6 +16,14 @@ if TYPE_CHECKING:
 __all__ = ["PersistentBase", "default_persistence_id"]
 
 
+def _observed(pid: str, number: int, token: int | None, name: str) -> dict[str, Any]:
+    """What the dashboard shows of a persistent actor (``persistence`` in its row)."""
+    info: dict[str, Any] = {"id": pid or None, name: number}
+    if token is not None:
+        info["fencing_token"] = token
+    return {"persistence": info}
+
+
 def default_persistence_id(actor: Actor) -> str | None:
     """``"<type_name>|<entity_id>"`` for a sharded entity, ``"singleton|<name>"`` for a
     cluster singleton, None for any other actor."""

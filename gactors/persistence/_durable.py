@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any, cast
 
 from gactors.exceptions import IllegalStateError
-from gactors.persistence._base import PersistentBase
+from gactors.persistence._base import PersistentBase, _observed
 from gactors.persistence._codec import codec
 from gactors.persistence._model import PersistenceError, StateWrite, WriteRejected
 
@@ -17,12 +17,13 @@ _MISSING: Any = object()
 
 
 class _DState:
-    __slots__ = ("busy", "pid", "recovering", "revision", "started")
+    __slots__ = ("busy", "pid", "recovering", "recovery_start", "revision", "started")
 
     def __init__(self) -> None:
         self.pid = ""
         self.started = False
         self.recovering = True
+        self.recovery_start = 0.0  # perf_counter() when loading began
         self.revision = 0
         self.busy = False  # a write waits for the store: commands are stashed
 
@@ -121,6 +122,7 @@ class DurableStateActor(PersistentBase):
                     self._persistence.settings.max_payload_size,
                 )
             except WriteRejected as e:
+                self._persistence.notify("rejection", 1.0)
                 self.on_persist_rejected(e, value, d.revision + 1)
                 return
         d.busy = True
@@ -130,6 +132,11 @@ class DurableStateActor(PersistentBase):
             ref.tell(_Stored(d, value, handler, sender, result), None)
 
         self._persistence.write_state(write, done)
+
+    def _gactors_observe(self) -> dict[str, Any]:
+        # The dashboard's per-actor data (gactors._observer): read, never changed.
+        d = self._gactors_d
+        return _observed(d.pid, d.revision, self.context.fencing_token, "revision")
 
     def receive(self, message: Any) -> None:
         """Dispatch: internal answers, then commands (stashed while loading or writing)."""
@@ -156,8 +163,10 @@ class DurableStateActor(PersistentBase):
                     self._gactors_cell.sender = message.sender
                     message.handler()
             elif isinstance(result, WriteRejected):
+                self._persistence.notify("rejection", 1.0)
                 self.on_persist_rejected(result, message.value, d.revision + 1)
             else:
+                self._persistence.notify("failure", 1.0)
                 self.on_persist_failure(result, message.value, d.revision + 1)
             if not d.busy:
                 self._unstash_commands()
@@ -171,6 +180,7 @@ class DurableStateActor(PersistentBase):
                 self._recovery_failed(e)
                 return
             pers, pid, ref = self._persistence, d.pid, self._gactors_cell.ref
+            d.recovery_start = time.perf_counter()
 
             def done(result: Any, error: Any) -> None:
                 ref.tell(_Loaded(d, result, error), None)
@@ -198,6 +208,8 @@ class DurableStateActor(PersistentBase):
             return
         d.revision = stored.revision if stored is not None else 0
         d.recovering = False
+        if self._persistence.listeners:
+            self._persistence.notify("recovery_seconds", time.perf_counter() - d.recovery_start)
         self._unstash_commands()
 
     def _recovery_failed(self, cause: BaseException) -> None:

@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import logging
 import os
+from collections import deque
 from collections.abc import Callable
+from time import perf_counter
 from typing import TYPE_CHECKING, Any
 
 import gevent
@@ -34,21 +36,36 @@ __all__ = ["Persistence", "PersistenceExtension", "persistence_of"]
 _log = logging.getLogger("gactors.persistence")
 
 Callback = Callable[[Any], None]
+Listener = Callable[[str, float], None]
+
+RUNNERS = 16
+"""Greenlets that serve a system's store calls other than batched writes (recoveries,
+snapshots, deletions): enough to keep a networked store's connections busy."""
 
 
 class _Batcher:
     """Gathers writes for one store method and calls it with a batch at a time."""
 
-    __slots__ = ("_flusher", "_name", "_queue", "_timeout", "_write")
+    __slots__ = ("_flusher", "_listeners", "_name", "_queue", "_since", "_timeout", "_write")
 
-    def __init__(self, name: str, write: Callable[[list[Any]], list[Any]], timeout: float) -> None:
+    def __init__(
+        self,
+        name: str,
+        write: Callable[[list[Any]], list[Any]],
+        timeout: float,
+        listeners: list[Listener],
+    ) -> None:
         self._name = name
         self._write = write
         self._timeout = timeout
+        self._listeners = listeners
         self._queue: list[tuple[Any, Callback]] = []
         self._flusher: Any = None
+        self._since = 0.0  # when the first write of the batch gathering now was queued
 
     def submit(self, write: Any, callback: Callback) -> None:
+        if not self._queue:
+            self._since = perf_counter()
         self._queue.append((write, callback))
         if self._flusher is None:
             # Spawned, not run now: it starts in the next turn of the hub, after every
@@ -59,7 +76,10 @@ class _Batcher:
         try:
             while self._queue:
                 batch, self._queue = self._queue, []
+                since = self._since
                 results = self._write_batch([w for w, _ in batch])
+                if self._listeners:
+                    self._observe(batch, results, perf_counter() - since)
                 for (_, callback), result in zip(batch, results, strict=True):
                     try:
                         callback(result)
@@ -67,6 +87,22 @@ class _Batcher:
                         _log.exception("persistence: a write callback failed")
         finally:
             self._flusher = None
+
+    def _observe(self, batch: list[tuple[Any, Callback]], results: list[Any], took: float) -> None:
+        # The writes a store confirmed: their events (a state write is one) and their
+        # latency, from the queueing of the batch's first write to the store's answer.
+        events = 0
+        for (write, _), result in zip(batch, results, strict=True):
+            if result is None:
+                payloads = getattr(write, "payloads", None)
+                events += len(payloads) if payloads is not None else 1
+        if events:
+            for fn in self._listeners:
+                try:
+                    fn("persisted", float(events))
+                    fn("persist_seconds", took)
+                except Exception:  # pragma: no cover - listeners only count
+                    _log.exception("persistence: a listener failed")
 
     def _write_batch(self, writes: list[Any]) -> list[Any]:
         n = len(writes)
@@ -106,6 +142,17 @@ class Persistence:
         self._stores: dict[str, Any] = {}
         self._batchers: dict[str, _Batcher] = {}
         self._creating = RLock()
+        self._calls: deque[tuple[str, Callable[[], Any], Callable[[Any, Any], None]]] = deque()
+        self._runners = 0  # greenlets serving self._calls
+        self._busy = 0  # of them, in a call now
+        self.listeners: list[Listener] = []
+        """Callables ``(kind, value)`` told what persistence does, in the hub thread
+        (:mod:`gactors.contrib.prometheus` adds one): ``"persisted"`` (events a store
+        confirmed, per batch), ``"persist_seconds"`` (that batch's latency),
+        ``"failure"`` and ``"rejection"`` (events whose write failed or was refused:
+        ``on_persist_failure``/``on_persist_rejected`` ran), ``"recovery_seconds"``
+        (one recovery, from its start to ``RecoveryCompleted``). Empty: nothing is
+        measured."""
         self._closed = False
 
     @classmethod
@@ -158,6 +205,7 @@ class Persistence:
                 plugins._LABEL[kind],  # type: ignore[index]  # noqa: SLF001
                 write,
                 self.settings.write_timeout,
+                self.listeners,
             )
         return b
 
@@ -171,27 +219,59 @@ class Persistence:
         self._batcher("state_store").submit(write, callback)
 
     def run(self, what: str, fn: Callable[[], Any], callback: Callable[[Any, Any], None]) -> None:
-        """Run the store call ``fn`` in a greenlet of its own, bounded by
-        ``write_timeout``; then ``callback(result, None)`` or ``callback(None, error)``."""
+        """Run the store call ``fn`` in one of the system's store-call greenlets, bounded
+        by ``write_timeout``; then ``callback(result, None)`` or ``callback(None, error)``.
+
+        Calls queue and at most ``RUNNERS`` greenlets serve them, in order. Not one
+        greenlet per call: a thousand actors recovering at once would make a thousand
+        greenlets (each with its frames and closures) that all wait for the same store.
+        Those objects outlived young collections and made CPython's next *full*
+        collection both due and long (60 ms with a test runner's heap, all of it on
+        the hub); the store serves the calls a few at a time anyway (the SQLite store
+        one per threadpool thread, the Redis store one per pooled connection)."""
+        self._calls.append((what, fn, callback))
+        # A new runner unless enough free ones (started, not in a call yet) will take
+        # the queued calls: a call never waits behind a slow one while runners are left.
+        if self._runners < RUNNERS and self._runners - self._busy < len(self._calls):
+            self._runners += 1
+            gevent.spawn(self._serve)
+
+    def _serve(self) -> None:
         timeout = self.settings.write_timeout
+        calls = self._calls
+        try:
+            while calls:
+                what, fn, callback = calls.popleft()
+                self._busy += 1
+                try:
+                    with gevent.Timeout(timeout, False):
+                        result = fn()
+                        callback(result, None)
+                        continue
+                    callback(
+                        None,
+                        PersistenceError(
+                            f"{what} did not finish within {timeout} s "
+                            "(setting persistence.write_timeout)"
+                        ),
+                    )
+                except Exception as e:
+                    try:
+                        callback(None, e)
+                    except Exception:  # pragma: no cover - callbacks only tell
+                        _log.exception("persistence: a store call's callback failed")
+                finally:
+                    self._busy -= 1
+        finally:
+            self._runners -= 1
 
-        def go() -> None:
+    def notify(self, kind: str, value: float) -> None:
+        """Tell :attr:`listeners` ``(kind, value)``."""
+        for fn in self.listeners:
             try:
-                with gevent.Timeout(timeout, False):
-                    result = fn()
-                    callback(result, None)
-                    return
-                callback(
-                    None,
-                    PersistenceError(
-                        f"{what} did not finish within {timeout} s "
-                        "(setting persistence.write_timeout)"
-                    ),
-                )
-            except Exception as e:
-                callback(None, e)
-
-        gevent.spawn(go)
+                fn(kind, value)
+            except Exception:  # pragma: no cover - listeners only count
+                _log.exception("persistence: a listener failed")
 
     def close(self) -> None:
         """Close the stores: once per factory call (a store object serving several

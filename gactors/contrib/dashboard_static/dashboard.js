@@ -221,6 +221,15 @@
       var rs = el("span", "num restarts", "restarts " + n.restarts);
       row.appendChild(mb);
       row.appendChild(rs);
+      if (n.persistence) {
+        // A persistent actor: its persistence id, how far its journal (or its durable
+        // state's revision) goes, and the fencing token its writes carry.
+        var ps = n.persistence;
+        var num = ps.sequence_nr !== undefined ? "seq " + fmt(ps.sequence_nr) : "rev " + fmt(ps.revision);
+        var txt = "persistence " + (ps.id === null ? "(starting)" : ps.id) + " · " + num +
+          (ps.fencing_token !== undefined ? " · fence " + ps.fencing_token : "");
+        row.appendChild(el("span", "num persistence", txt));
+      }
       if (n.children && !isOpen) {
         row.appendChild(el("span", "num", n.children + " children"));
         var below = n.subtree || { restarts: 0, mailbox: 0 };
