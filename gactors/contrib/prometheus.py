@@ -26,6 +26,13 @@ name                                      type     multiprocess      what
                                                                      (absent unless a system of
                                                                      the registry is a cluster
                                                                      node)
+``gactors_cluster_messages_total``        counter  summed            remote messages of this node
+``{outcome}``                                                        by outcome: sent, received,
+                                                                     dead_letters (here: gone,
+                                                                     full, not sent), full,
+                                                                     unknown, drained (SPEC 17
+                                                                     "Precisely"; cluster nodes
+                                                                     only)
 ``gactors_persistence_events_persisted``  counter  summed            events the stores
 ``_total``                                                           confirmed (a durable state
                                                                      write is one)
@@ -208,6 +215,19 @@ class _Family:
         # Created by the first cluster node only: a system without a cluster exports no
         # gactors_cluster_members at all (rather than a family without samples).
         self.members: Gauge | None = None
+        self.cluster_messages: Counter | None = None
+
+    def cluster_messages_counter(self) -> Counter:
+        """``gactors_cluster_messages_total``, registered on first use."""
+        with _families_lock:
+            if self.cluster_messages is None:
+                self.cluster_messages = Counter(
+                    "gactors_cluster_messages",
+                    "Remote messages of this cluster node by outcome (SPEC 17)",
+                    ["system", "outcome"],
+                    registry=self._registry,
+                )
+            return self.cluster_messages
 
     def members_gauge(self) -> Gauge:
         """``gactors_cluster_members``, registered on first use."""
@@ -301,6 +321,7 @@ class ActorSystemMetrics:
             d: family.failures.labels(name, d) for d in ("restart", "resume", "stop")
         }
         self._member_statuses: set[str] = set()
+        self._cluster_seen: dict[str, int] = {}
         self._persistence: dict[str, Callable[[float], None]] = {
             "persisted": family.persisted.labels(name).inc,
             "persist_seconds": family.persist_seconds.labels(name).observe,
@@ -376,6 +397,15 @@ class ActorSystemMetrics:
             for status in self._member_statuses | set(counts):
                 gauge.labels(name, status).set(counts.get(status, 0))
             self._member_statuses |= set(counts)
+            # The node's delivery counters (ClusterNode.stats: plain ints, no I/O).
+            stats = getattr(system.provider, "stats", None)
+            if isinstance(stats, dict):
+                counter = family.cluster_messages_counter()
+                seen = self._cluster_seen
+                for outcome, value in stats.items():
+                    if value > seen.get(outcome, -1):
+                        counter.labels(name, outcome).inc(value - seen.get(outcome, 0))
+                        seen[outcome] = value
 
     def _forget(self) -> None:
         # A terminated system has no live gauges; its counters keep their totals.
