@@ -1457,8 +1457,13 @@ def owned_shards(system: ActorSystem) -> dict[str, tuple[int, tuple[int, ...]]]:
     out: dict[str, tuple[int, tuple[int, ...]]] = {}
     for type_name in list(inst._regions):  # noqa: SLF001  this module's own extension
         cell = children.get(f"sharding-{type_name}")
-        region = cell.actor if cell is not None else None
+        if cell is None:
+            continue
+        region = cell.actor
         if not isinstance(region, _Region):
+            # Just started, not built yet: the number of shards is in its props (the
+            # fourth argument of _start_in_hub's Props), it owns nothing yet.
+            out[type_name] = (int(cell.props.args[3]), ())
             continue
         me = region._node_id  # noqa: SLF001  this module's own actor
         hosting = region._entity_props is not None  # noqa: SLF001  this module's own actor
