@@ -109,9 +109,7 @@ def test_entity_reminder_fires_after_due_and_periodically(node: ActorSystem) -> 
 
 
 def test_a_passivated_entity_is_started_by_its_reminder(node: ActorSystem) -> None:
-    ClusterSharding(node).start(
-        "cart", Props(Cart), number_of_shards=8, passivate_idle_after=0.3
-    )
+    ClusterSharding(node).start("cart", Props(Cart), number_of_shards=8, passivate_idle_after=0.3)
     r = Reminders(node)
     ClusterSharding(node).entity_ref("cart", "sleepy").tell("hello")
     assert len(wait_seen("sleepy", 1, 5, "start")) == 1
