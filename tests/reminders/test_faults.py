@@ -6,6 +6,7 @@ measured is printed (``-s``)."""
 from __future__ import annotations
 
 import math
+import os
 import time
 import uuid
 from collections.abc import Iterator
@@ -29,6 +30,15 @@ FAST: dict[str, Any] = {
     "roles": ["host"],
 }
 SLACK = 1.5
+
+
+def report(line: str) -> None:
+    """One line in the test log (``-s``) and in ``$GACTORS_FAULT_REPORT`` if set."""
+    print("\n[reminders] " + line)  # noqa: T201 - seen with -s
+    path = os.environ.get("GACTORS_FAULT_REPORT")
+    if path:
+        with open(path, "a") as f:
+            f.write("[reminders] " + line + "\n")
 
 
 @pytest.fixture
@@ -67,7 +77,7 @@ def test_sqlite_reminders_survive_a_sigkill_and_restart(tmp_path: Path, procs: l
     assert later[0]["t"] <= b.ready + TICK + SLACK, (later[0]["t"] - b.ready, b.log())
     beats_b = [r for r in fired if r["m"] == "beat" and r["pid"] == b.pid]
     assert len(beats_b) >= 2, fired  # the periodic one goes on in the new process
-    print(f"\nsqlite restart: one-shot fired {later[0]['t'] - b.ready:.2f} s after restart")
+    report(f"sqlite restart: one-shot fired {later[0]['t'] - b.ready:.2f} s after restart")
 
 
 def test_the_host_of_entities_sigkilled_their_reminders_go_on_elsewhere(
@@ -111,7 +121,7 @@ def test_the_host_of_entities_sigkilled_their_reminders_go_on_elsewhere(
     worst = 0.0
     for e in entities:
         got = firings(book_now, e)
-        dues = [due0 + k * period for k in range(int(math.floor((t_end - due0) / period)) + 1)]
+        dues = [due0 + k * period for k in range(math.floor((t_end - due0) / period) + 1)]
         must = [d for d in dues if d <= t_end - bound]
         assert len(got) >= len(must), f"{e}: {len(got)} firings for {len(must)} due times"
         for k, r in enumerate(got[: len(dues)]):
@@ -121,8 +131,8 @@ def test_the_host_of_entities_sigkilled_their_reminders_go_on_elsewhere(
             after = [r for r in got if r["t"] > t_kill]
             assert after and all(r["pid"] == survivor.pid for r in after), got
     assert worst <= bound, f"lateness {worst:.2f} s over failover {failover} + tick + slack"
-    print(
-        f"\nhost SIGKILL: {len(moved)} of {len(entities)} entities moved; worst lateness "
+    report(
+        f"host SIGKILL: {len(moved)} of {len(entities)} entities moved; worst lateness "
         f"{worst:.2f} s (failover {failover} s + tick {TICK} s); none lost"
     )
 
@@ -179,4 +189,4 @@ def test_every_node_stopped_for_several_periods_misfire_policies(
             late = (first - due0) % period
             assert len(burst) == 1 and late <= TICK + 0.5, (policy, late, after)
             assert first - b.ready >= 0, after
-    print(f"\nmisfire after {missed} missed periods: (missed, fired at once) {report}")
+    report(f"misfire after {missed} missed periods: (missed, fired at once) {report}")

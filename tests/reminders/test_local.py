@@ -88,10 +88,10 @@ def test_bad_input_raises_clear_errors(solo: ActorSystem) -> None:
     r = Reminders(solo)
     with pytest.raises(ValueError, match="exactly one of"):
         r.register("n", "m", due=1)
-    with pytest.raises(ValueError, match="path and .*|entity and singleton"):
+    with pytest.raises(ValueError, match="entity and singleton"):
         r.register("n", "m", entity=("cart", "1"), singleton="s", due=1)
     with pytest.raises(ValueError, match="naive datetime"):
-        r.register("n", "m", path="/user/a", due=datetime.now())  # noqa: DTZ005
+        r.register("n", "m", path="/user/a", due=datetime.now())
     with pytest.raises(ValueError, match="period must be > 0"):
         r.register("n", "m", path="/user/a", due=1, period=-1)
     with pytest.raises(ValueError, match="misfire must be one of"):
@@ -112,9 +112,9 @@ def test_bad_input_raises_clear_errors(solo: ActorSystem) -> None:
 
 
 def test_settings_table_is_validated(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="reminders.tick"):
+    with pytest.raises(ConfigError, match=r"reminders\.tick"):
         local_system(tmp_path, tick=0)
-    with pytest.raises(ConfigError, match="reminders.tick"):
+    with pytest.raises(ConfigError, match=r"reminders\.tick"):
         local_system(tmp_path, tick="1")
     with pytest.raises(ConfigError, match=r"unknown setting 'reminders.tik'"):
         ActorSystem("x", config={"reminders": {"tik": 1.0}})
