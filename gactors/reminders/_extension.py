@@ -186,10 +186,15 @@ class Reminders:
 
     # -- the tick ----------------------------------------------------------------------------
     def _loop(self) -> None:
+        # A fixed cadence (not a pause after each tick): the resolution stays the tick.
+        at = time.monotonic()
         while not self._closed:
-            gevent.sleep(self.tick)
+            at += self.tick
+            gevent.sleep(max(0.0, at - time.monotonic()))
             if self._closed:
                 return
+            if time.monotonic() - at > self.tick:
+                at = time.monotonic()  # fell behind (a blocked hub): no burst of ticks
             try:
                 if self.clustered:
                     self._tick_cluster()
