@@ -229,27 +229,34 @@ class Reminders:
             return
         now = int(time.time() * 1000)
         replies = store.due([k[0] for k, _ in where], now, self.batch)
+        due_where = [(w, items) for w, items in zip(where, replies, strict=True) if items]
+        if not due_where:
+            return
         grace = int(2 * self.tick * 1000)
-        for (keys, (kind, what)), items in zip(where, replies, strict=True):
-            if not items:
-                continue
-            records = store.records(keys[1], [m for m, _ in items])
-            for (member, due), record in zip(items, records, strict=True):
+        records = store.records_many([(w[0][1], [m for m, _ in items]) for w, items in due_where])
+        sharding = ClusterSharding(system)
+        advances: list[tuple[tuple[str, str], str, int, bytes, int | None]] = []
+        counts: list[tuple[int, int]] = []
+        for ((keys, (kind, what)), items), recs in zip(due_where, records, strict=True):
+            for (member, due), record in zip(items, recs, strict=True):
                 if record is None:
-                    continue
+                    continue  # unregistered between the two reads
                 message, every, mode = codec().decode(record)
                 entity_id, _, _name = member.partition("\x00")
                 fires, nxt = plan(due, every, mode, now, grace)
                 if kind == "entity":
-                    ref: Any = ClusterSharding(system).entity_ref(what, entity_id)
+                    ref: Any = sharding.entity_ref(what, entity_id)
                 else:
                     ref = system.actor_selection(f"/system/singletonManager-{what}/singleton")
                 # Told first, advanced after: a node that dies in between leaves the
-                # reminder due, and the next owner fires it (at least once).
+                # reminder due, and the next owner fires it again (at least once).
                 for _ in range(fires):
                     ref.tell(message, None)
-                if store.advance(keys, member, due, record, nxt):
-                    self._fired(due, now, fires)
+                advances.append((keys, member, due, record, nxt))
+                counts.append((due, fires))
+        for ok, (due, fires) in zip(store.advance_many(advances), counts, strict=True):
+            if ok:
+                self._fired(due, now, fires)
 
     def _tick_local(self) -> None:
         now = int(time.time() * 1000)

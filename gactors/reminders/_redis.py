@@ -135,6 +135,49 @@ class RedisReminderStore:
             out.append(items)
         return out
 
+    def records_many(self, reqs: list[tuple[str, list[str]]]) -> list[list[bytes | None]]:
+        """``HMGET`` of each (hash key, members), all in one round trip."""
+
+        def run(c: Any) -> list[Any]:
+            pipe = c.pipeline(transaction=False)
+            for hkey, members in reqs:
+                _execute(pipe, "HMGET", hkey, *members)
+            return pipe.execute()  # type: ignore[no-any-return]
+
+        return self._conns.call("read due reminders", run) if reqs else []
+
+    def advance_many(
+        self, items: list[tuple[tuple[str, str], str, int, bytes, int | None]]
+    ) -> list[bool]:
+        """:meth:`advance` of each item, all in one round trip."""
+        if not items:
+            return []
+        calls = []
+        for keys, member, due, record, nxt in items:
+            digest = hashlib.sha1(record).hexdigest()
+            calls.append((keys, (member, due, digest, "" if nxt is None else nxt)))
+
+        def send(c: Any) -> list[Any]:
+            pipe = c.pipeline(transaction=False)
+            for keys, args in calls:
+                _execute(pipe, "EVALSHA", _ADVANCE.sha, 2, *keys, *args)
+            return pipe.execute()  # type: ignore[no-any-return]
+
+        def run(c: Any) -> list[bool]:
+            try:
+                replies = send(c)
+            except Exception as e:
+                # The server forgot the script (a restart, SCRIPT FLUSH): then no call
+                # of the batch ran (the script cache is the server's), so load it and
+                # send the batch again.
+                if type(e).__name__ != "NoScriptError":
+                    raise
+                _execute(c, "SCRIPT", "LOAD", _ADVANCE.source)
+                replies = send(c)
+            return [bool(r) for r in replies]
+
+        return self._conns.call("advance reminders", run)
+
     def records(self, hkey: str, members: list[str]) -> list[bytes | None]:
         return self._conns.call("read reminders", lambda c: _execute(c, "HMGET", hkey, *members))
 

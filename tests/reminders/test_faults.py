@@ -167,7 +167,7 @@ def test_every_node_stopped_for_several_periods_misfire_policies(
     procs.append(b)
     time.sleep(4.0)
     book_now = read_book(book)
-    report = {}
+    outcome = {}
     for policy in ("once", "all", "skip"):
         got = firings(book_now, policy)
         before = [r for r in got if r["pid"] == a.pid]
@@ -177,7 +177,7 @@ def test_every_node_stopped_for_several_periods_misfire_policies(
         burst = [r for r in after if r["t"] - first < 0.15]
         # Due times between the last one a fired and b's first tick.
         missed = math.floor((first - due0) / period) + 1 - len(before)
-        report[policy] = (missed, len(burst))
+        outcome[policy] = (missed, len(burst))
         assert missed >= 4, (policy, missed)
         if policy == "once":
             assert len(burst) == 1, (policy, missed, after)
@@ -189,4 +189,4 @@ def test_every_node_stopped_for_several_periods_misfire_policies(
             late = (first - due0) % period
             assert len(burst) == 1 and late <= TICK + 0.5, (policy, late, after)
             assert first - b.ready >= 0, after
-    report(f"misfire after {missed} missed periods: (missed, fired at once) {report}")
+    report(f"misfire after {missed} missed periods: (missed, fired at once) {outcome}")

@@ -112,3 +112,67 @@ def test_idle_cost_of_100k_reminders(redis_server: RedisServer) -> None:
     assert SHARDS * (WINDOW - 1.5) <= zr <= SHARDS * (WINDOW + 1.5), stats
     # Nothing read or advanced: none was due.
     assert stats.get("hmget", 0) == 0 and stats.get("hkeys", 0) == 0, stats
+
+
+GOT: list[float] = []
+
+
+class Counting(Actor):
+    def receive(self, m: Any) -> None:
+        GOT.append(time.time())
+
+
+def test_10000_due_in_the_same_second_fire_within_2_s(redis_server: RedisServer) -> None:
+    url = redis_server.url
+    name = f"burst{uuid.uuid4().hex[:8]}"
+    n = 10_000
+    GOT.clear()
+    store = RedisReminderStore(RedisBackend(url, name))
+    record = codec().encode_for_store(["wake", None, "once"], "record")
+    client = redis.Redis.from_url(url)
+    system = ActorSystem(
+        name,
+        config={
+            "cluster": {"url": url, "heartbeat_interval": 1.0},
+            "reminders": {"tick": 1.0},
+        },
+    )
+    try:
+        ClusterSharding(system).start(
+            "cart", Props(Counting), number_of_shards=SHARDS, passivate_idle_after=None
+        )
+        r = Reminders(system)
+        deadline = time.monotonic() + 30
+        while len(r._shards()["cart"][1]) < SHARDS and time.monotonic() < deadline:
+            time.sleep(0.2)
+        # All due within one second, 4 s from now (loaded in one pipeline).
+        due = int((time.time() + 4.0) * 1000)
+        pipe = client.pipeline(transaction=False)
+        for i in range(n):
+            eid = f"c{i}"
+            t = Target("entity", type_name="cart", entity_id=eid)
+            zkey, hkey = store.keys(t, shard_of(eid, SHARDS))
+            member = store.member(t, "burst")
+            pipe.hset(hkey, member, record)
+            pipe.zadd(zkey, {member: due + i % 1000})
+        pipe.execute()
+        last_due = (due + 999) / 1000
+        limit = time.monotonic() + 30
+        while len(GOT) < n and time.monotonic() < limit:
+            time.sleep(0.1)
+        assert len(GOT) == n
+        took = max(GOT) - last_due
+        assert min(GOT) >= due / 1000
+        left = sum(client.zcard(k) for k in client.scan_iter(match="*:rem:*:z", count=1000))
+    finally:
+        system.terminate()
+        system.await_termination(15)
+        store.close()
+    line = (
+        f"burst: {n} reminders due within one second, all delivered {took:.2f} s after "
+        "the last due time"
+    )
+    print("\n[reminders] " + line)  # noqa: T201 - seen with -s
+    assert left == 0  # every one-shot advanced (removed)
+    # The target is 2 s (issue 26); a shared, loaded test machine gets 1 s of slack.
+    assert took <= 3.0, line
