@@ -26,6 +26,11 @@ name                                      type     multiprocess      what
                                                                      (absent unless a system of
                                                                      the registry is a cluster
                                                                      node)
+``gactors_reminders_registered_total``    counter  summed            reminders registered here
+``gactors_reminders_fired_total``         counter  summed            reminder firings made here
+``gactors_reminders_lateness_seconds``    histo-   summed            firing time minus due time
+                                          gram                       (the three absent unless a
+                                                                     system uses gactors.reminders)
 ========================================  =======  ================  ===========================
 
 Every counter is exported at 0 from the creation of :class:`ActorSystemMetrics` on.
@@ -47,13 +52,21 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import threading
 import weakref
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 try:
-    from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, make_wsgi_app
+    from prometheus_client import (
+        REGISTRY,
+        CollectorRegistry,
+        Counter,
+        Gauge,
+        Histogram,
+        make_wsgi_app,
+    )
     from prometheus_client.multiprocess import MultiProcessCollector
 except ImportError as _e:  # pragma: no cover - depends on the installation
     raise ImportError(
@@ -146,6 +159,7 @@ class _Family:
         # Created by the first cluster node only: a system without a cluster exports no
         # gactors_cluster_members at all (rather than a family without samples).
         self.members: Gauge | None = None
+        self.reminders: tuple[Counter, Counter, Histogram] | None = None
 
     def members_gauge(self) -> Gauge:
         """``gactors_cluster_members``, registered on first use."""
@@ -159,6 +173,33 @@ class _Family:
                     multiprocess_mode="livemax",
                 )
             return self.members
+
+    def reminders_metrics(self) -> tuple[Counter, Counter, Histogram]:
+        """The reminders' counters and lateness histogram, registered on first use."""
+        with _families_lock:
+            if self.reminders is None:
+                self.reminders = (
+                    Counter(
+                        "gactors_reminders_registered",
+                        "Reminders registered through this node",
+                        ["system"],
+                        registry=self._registry,
+                    ),
+                    Counter(
+                        "gactors_reminders_fired",
+                        "Reminder firings made by this node (messages told)",
+                        ["system"],
+                        registry=self._registry,
+                    ),
+                    Histogram(
+                        "gactors_reminders_lateness_seconds",
+                        "Firing time minus due time of the reminders this node fired",
+                        ["system"],
+                        registry=self._registry,
+                        buckets=(0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 300.0),
+                    ),
+                )
+            return self.reminders
 
 
 class _RefreshOnScrape:
@@ -239,6 +280,7 @@ class ActorSystemMetrics:
             d: family.failures.labels(name, d) for d in ("restart", "resume", "stop")
         }
         self._member_statuses: set[str] = set()
+        self._reminders_seen = (0, 0)
         obs.listeners.append(self._on_event)
         family.live.add(self)
         self.refresh()
@@ -290,6 +332,31 @@ class ActorSystemMetrics:
             for status in self._member_statuses | set(counts):
                 gauge.labels(name, status).set(counts.get(status, 0))
             self._member_statuses |= set(counts)
+        self._refresh_reminders()
+
+    def _refresh_reminders(self) -> None:
+        # Only a system that uses reminders has them (and only then is the module
+        # imported: gactors.reminders needs the persistence extra).
+        mod = sys.modules.get("gactors.reminders._extension")
+        system = self.system
+        if mod is None or not system.has_extension(mod.RemindersExtension):
+            return
+        rem = system.extension(mod.RemindersExtension)
+        registered, fired, late = self._family.reminders_metrics()
+        name = system.name
+        seen_r, seen_f = self._reminders_seen
+        if rem.registered > seen_r:
+            registered.labels(name).inc(rem.registered - seen_r)
+        else:
+            registered.labels(name)
+        if rem.fired > seen_f:
+            fired.labels(name).inc(rem.fired - seen_f)
+        else:
+            fired.labels(name)
+        self._reminders_seen = (rem.registered, rem.fired)
+        hist = late.labels(name)
+        for seconds in rem.drain_lateness():
+            hist.observe(seconds)
 
     def _forget(self) -> None:
         # A terminated system has no live gauges; its counters keep their totals.

@@ -61,9 +61,10 @@ class Reminders:
         tables = getattr(system.settings, "extension_tables", None) or {}
         cluster = tables.get("cluster")
         self.clustered = cluster is not None
+        #: Reminders registered through this object, and firings made by this node.
         self.registered = 0
         self.fired = 0
-        self.lateness: list[float] = []  # the latest firings' lateness (s), bounded
+        self.lateness: list[float] = []  # lateness (s) of the firings not drained yet
         self._closed = False
         self._store: Any
         if cluster is not None:
@@ -208,8 +209,15 @@ class Reminders:
     def _fired(self, due: int, now_ms: int, n: int) -> None:
         self.fired += n
         self.lateness.append((now_ms - due) / 1000.0)
-        if len(self.lateness) > 1000:
-            del self.lateness[:500]
+        if len(self.lateness) > 10_000:
+            # Nobody drains them (no metrics exporter): keep the newest.
+            del self.lateness[:5000]
+
+    def drain_lateness(self) -> list[float]:
+        """The lateness in seconds (firing time minus due time) of the firings since
+        the last call, for a metrics exporter (``gactors.contrib.prometheus``)."""
+        out, self.lateness = self.lateness, []
+        return out
 
     def _tick_cluster(self) -> None:
         from gactors.cluster._sharding import ClusterSharding

@@ -192,3 +192,31 @@ def test_misfire_plan(misfire: str, fires: int) -> None:
 
 def test_misfire_all_is_capped() -> None:
     assert plan(0, 1, "all", 10_000_000, 2000)[0] == 1000
+
+
+def test_prometheus_counts_registered_fired_and_lateness(solo: ActorSystem) -> None:
+    prometheus_client = pytest.importorskip("prometheus_client")
+    from gactors.contrib.prometheus import ActorSystemMetrics
+
+    registry = prometheus_client.CollectorRegistry()
+    metrics = ActorSystemMetrics(solo, registry=registry, interval=None)
+    rec = solo.actor_of(Props(Recorder), "rec")
+    r = Reminders(solo)
+    r.register("soon", "x", path="/user/rec", due=0.2)
+    r.register("later", "y", path="/user/rec", due=600)
+    wait_log(rec, 1, 5)
+    time.sleep(0.1)
+    metrics.refresh()
+    labels = {"system": solo.name}
+
+    def value(name: str) -> float | None:
+        return registry.get_sample_value(name, labels)  # type: ignore[no-any-return]
+
+    assert value("gactors_reminders_registered_total") == 2
+    assert value("gactors_reminders_fired_total") == 1
+    assert value("gactors_reminders_lateness_seconds_count") == 1
+    late = value("gactors_reminders_lateness_seconds_sum")
+    assert late is not None and 0 <= late <= TICK + 0.3
+    metrics.refresh()  # nothing new: the totals stay
+    assert value("gactors_reminders_fired_total") == 1
+    assert value("gactors_reminders_lateness_seconds_count") == 1
