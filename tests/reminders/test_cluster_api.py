@@ -17,6 +17,7 @@ pytest.importorskip("msgspec")
 from gactors import Actor, ActorSystem, Props
 from gactors.cluster import ClusterSharding, ClusterSingleton
 from gactors.reminders import Reminders
+from gactors.reminders._model import Target
 
 pytestmark = [pytest.mark.timeout(90)]
 
@@ -138,3 +139,32 @@ def test_context_reminders_in_an_entity_and_a_singleton(node: ActorSystem) -> No
     while Reminders(node).names(entity=("cart", "c9")) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert Reminders(node).names(entity=("cart", "c9")) == []
+
+
+def test_advance_is_once_per_due_time_read_and_never_over_a_new_registration(
+    node: ActorSystem,
+) -> None:
+    # What two nodes that both believe they own a shard after a rebalance do: both
+    # read the same due reminder, both try to advance it; one wins.
+    ClusterSharding(node).start("cart", Props(Cart), number_of_shards=8)
+    r = Reminders(node)
+    r.register("x", "m", entity=("cart", "c3"), due=600, period=60)
+    store = r._store
+    keys = r._keys(Target("entity", type_name="cart", entity_id="c3"))
+    member = store.member(Target("entity", type_name="cart", entity_id="c3"), "x")
+    (items,) = store.due([keys[0]], 10**15, 10)
+    assert [m for m, _ in items] == [member]
+    due = items[0][1]
+    (record,) = store.records(keys[1], [member])
+    assert record is not None
+    assert store.advance_many([(keys, member, due, record, due + 60_000)]) == [True]
+    assert store.advance_many([(keys, member, due, record, due + 60_000)]) == [False]
+    (items,) = store.due([keys[0]], 10**15, 10)
+    assert items[0][1] == due + 60_000  # advanced once, by one period
+    # Registered again (same name, same due time, another message) between a read
+    # and the advance: the advance of the old read changes nothing.
+    r.register("x", "other", entity=("cart", "c3"), due=600, period=60)
+    (items,) = store.due([keys[0]], 10**15, 10)
+    new_due = items[0][1]
+    assert store.advance_many([(keys, member, new_due, record, None)]) == [False]
+    assert r.names(entity=("cart", "c3")) == ["x"]
