@@ -66,6 +66,7 @@ class Reminders:
         self.fired = 0
         self.lateness: list[float] = []  # lateness (s) of the firings not drained yet
         self._closed = False
+        self._undecodable: set[str] = set()
         self._store: Any
         if cluster is not None:
             from gactors.cluster._redis import RedisBackend
@@ -249,7 +250,10 @@ class Reminders:
             for (member, due), record in zip(items, recs, strict=True):
                 if record is None:
                     continue  # unregistered between the two reads
-                message, every, mode = codec().decode(record)
+                decoded = self._decode(record, member)
+                if decoded is None:
+                    continue
+                message, every, mode = decoded
                 entity_id, _, _name = member.partition("\x00")
                 fires, nxt = plan(due, every, mode, now, grace)
                 if kind == "entity":
@@ -266,17 +270,33 @@ class Reminders:
             if ok:
                 self._fired(due, now, fires)
 
+    def _decode(self, record: bytes, what: str) -> tuple[Any, int | None, str] | None:
+        """The stored ``(message, period, misfire)``, or None when this node cannot
+        decode it (a message class not registered here): left due, for a node that
+        can, and logged once per reminder rather than failing the whole tick."""
+        try:
+            message, every, mode = codec().decode(record)
+        except Exception as e:
+            if what not in self._undecodable:
+                self._undecodable.add(what)
+                _log.warning("reminders: cannot decode the reminder %r: %r", what, e)
+            return None
+        return message, every, mode
+
     def _tick_local(self) -> None:
         now = int(time.time() * 1000)
         grace = int(2 * self.tick * 1000)
         system = self.system
-        for path, _name, due, record in self._store.due(now, self.batch):
-            message, every, mode = codec().decode(record)
+        for path, name, due, record in self._store.due(now, self.batch):
+            decoded = self._decode(record, f"{path} {name}")
+            if decoded is None:
+                continue
+            message, every, mode = decoded
             fires, nxt = plan(due, every, mode, now, grace)
             sel = system.actor_selection(path)
             for _ in range(fires):
                 sel.tell(message, None)
-            if self._store.advance(path, _name, due, record, nxt):
+            if self._store.advance(path, name, due, record, nxt):
                 self._fired(due, now, fires)
 
     def close(self) -> None:

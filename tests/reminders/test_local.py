@@ -220,3 +220,14 @@ def test_prometheus_counts_registered_fired_and_lateness(solo: ActorSystem) -> N
     metrics.refresh()  # nothing new: the totals stay
     assert value("gactors_reminders_fired_total") == 1
     assert value("gactors_reminders_lateness_seconds_count") == 1
+
+
+def test_an_undecodable_reminder_does_not_stop_the_others(solo: ActorSystem) -> None:
+    rec = solo.actor_of(Props(Recorder), "rec")
+    r = Reminders(solo)
+    # A record this process cannot decode (0xc1 is never valid msgpack), due first.
+    r._store.register("/user/rec", "broken", int(time.time() * 1000), b"\xc1")
+    r.register("fine", "ok", path="/user/rec", due=0.3)
+    got = wait_log(rec, 1, 5)
+    assert [m for _, m in got] == ["ok"]
+    assert r.names(path="/user/rec") == ["broken"]  # left for a process that can
