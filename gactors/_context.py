@@ -14,6 +14,11 @@ if TYPE_CHECKING:
 __all__ = ["ActorContext"]
 
 
+# Lazy hooks of the layers above the core (the core imports none of them): the
+# reminders extension puts "reminders" here when it is imported.
+_hooks: dict[str, Any] = {}
+
+
 class ActorContext:
     """The view of an actor onto its cell: children, watching, behavior, timeouts.
 
@@ -78,6 +83,22 @@ class ActorContext:
         """The sender of the current message (``system.dead_letters`` if none)."""
         s = self._cell.sender
         return s if s is not None else self._cell.system.dead_letters
+
+    @property
+    def reminders(self) -> Any:
+        """This actor's durable reminders (``gactors.reminders``, SPEC section 20): a
+        sharded entity's, a singleton's, or (single process, SQLite store) this actor
+        path's; ``register(name, message, due=..., period=None, misfire="once")``,
+        ``unregister(name)``, ``names()``. Resolved when asked (nothing on the hot path)."""
+        hook = _hooks.get("reminders")
+        if hook is None:
+            from gactors.exceptions import IllegalStateError
+
+            raise IllegalStateError(
+                "self.context.reminders needs gactors.reminders: import it (or create "
+                "Reminders(system), or give the system a 'reminders' settings table)"
+            )
+        return hook(self)
 
     # -- cluster sharding ---------------------------------------------------------------------
     @property

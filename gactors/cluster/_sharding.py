@@ -1443,3 +1443,30 @@ def local_shards(system: ActorSystem) -> list[dict[str, Any]]:
             }
         )
     return out
+
+
+def owned_shards(system: ActorSystem) -> dict[str, tuple[int, tuple[int, ...]]]:
+    """Read-only, for the reminders (internal): ``{type_name: (number_of_shards, the
+    shards allocated to this node now)}`` for every region started here (a proxy's
+    tuple is empty). The allocation is the region's own view, as routing uses it; read
+    in the hub thread, without any I/O."""
+    if not system.has_extension(_ShardingExtension):
+        return {}
+    inst = system.extension(_ShardingExtension)
+    children = system.system_cell.child_cells
+    out: dict[str, tuple[int, tuple[int, ...]]] = {}
+    for type_name in list(inst._regions):  # noqa: SLF001  this module's own extension
+        cell = children.get(f"sharding-{type_name}")
+        if cell is None:
+            continue
+        region = cell.actor
+        if not isinstance(region, _Region):
+            # Just started, not built yet: the number of shards is in its props (the
+            # fourth argument of _start_in_hub's Props), it owns nothing yet.
+            out[type_name] = (int(cell.props.args[3]), ())
+            continue
+        me = region._node_id  # noqa: SLF001  this module's own actor
+        hosting = region._entity_props is not None  # noqa: SLF001  this module's own actor
+        mine = tuple(s for s, o in enumerate(region._owners) if hosting and o == me)  # noqa: SLF001
+        out[type_name] = (region._n, mine)  # noqa: SLF001  this module's own actor
+    return out

@@ -47,6 +47,11 @@ name                                      type     multiprocess      what
 ``gactors_persistence_recovery_seconds``  histo-   summed            one recovery of a persistent
                                           gram                       actor, start to
                                                                      ``RecoveryCompleted``
+``gactors_reminders_registered_total``    counter  summed            reminders registered here
+``gactors_reminders_fired_total``         counter  summed            reminder firings made here
+``gactors_reminders_lateness_seconds``    histo-   summed            firing time minus due time
+                                          gram                       (the three absent unless a
+                                                                     system uses gactors.reminders)
 ========================================  =======  ================  ===========================
 
 The persistence metrics are counted by :mod:`gactors.persistence` itself, through
@@ -71,6 +76,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import threading
 import weakref
 from collections.abc import Callable, Iterable
@@ -216,6 +222,7 @@ class _Family:
         # gactors_cluster_members at all (rather than a family without samples).
         self.members: Gauge | None = None
         self.cluster_messages: Counter | None = None
+        self.reminders: tuple[Counter, Counter, Histogram] | None = None
 
     def cluster_messages_counter(self) -> Counter:
         """``gactors_cluster_messages_total``, registered on first use."""
@@ -241,6 +248,33 @@ class _Family:
                     multiprocess_mode="livemax",
                 )
             return self.members
+
+    def reminders_metrics(self) -> tuple[Counter, Counter, Histogram]:
+        """The reminders' counters and lateness histogram, registered on first use."""
+        with _families_lock:
+            if self.reminders is None:
+                self.reminders = (
+                    Counter(
+                        "gactors_reminders_registered",
+                        "Reminders registered through this node",
+                        ["system"],
+                        registry=self._registry,
+                    ),
+                    Counter(
+                        "gactors_reminders_fired",
+                        "Reminder firings made by this node (messages told)",
+                        ["system"],
+                        registry=self._registry,
+                    ),
+                    Histogram(
+                        "gactors_reminders_lateness_seconds",
+                        "Firing time minus due time of the reminders this node fired",
+                        ["system"],
+                        registry=self._registry,
+                        buckets=(0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 300.0),
+                    ),
+                )
+            return self.reminders
 
 
 class _RefreshOnScrape:
@@ -340,6 +374,7 @@ class ActorSystemMetrics:
         else:
             self._persistence_of = persistence_of(self.system)
             self._persistence_of.listeners.append(self._on_persistence)
+        self._reminders_seen = (0, 0)
         obs.listeners.append(self._on_event)
         family.live.add(self)
         self.refresh()
@@ -406,6 +441,31 @@ class ActorSystemMetrics:
                     if value > seen.get(outcome, -1):
                         counter.labels(name, outcome).inc(value - seen.get(outcome, 0))
                         seen[outcome] = value
+        self._refresh_reminders()
+
+    def _refresh_reminders(self) -> None:
+        # Only a system that uses reminders has them (and only then is the module
+        # imported: gactors.reminders needs the persistence extra).
+        mod = sys.modules.get("gactors.reminders._extension")
+        system = self.system
+        if mod is None or not system.has_extension(mod.RemindersExtension):
+            return
+        rem = system.extension(mod.RemindersExtension)
+        registered, fired, late = self._family.reminders_metrics()
+        name = system.name
+        seen_r, seen_f = self._reminders_seen
+        if rem.registered > seen_r:
+            registered.labels(name).inc(rem.registered - seen_r)
+        else:
+            registered.labels(name)
+        if rem.fired > seen_f:
+            fired.labels(name).inc(rem.fired - seen_f)
+        else:
+            fired.labels(name)
+        self._reminders_seen = (rem.registered, rem.fired)
+        hist = late.labels(name)
+        for seconds in rem.drain_lateness():
+            hist.observe(seconds)
 
     def _forget(self) -> None:
         # A terminated system has no live gauges; its counters keep their totals.
