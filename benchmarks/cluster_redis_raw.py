@@ -33,7 +33,8 @@ from typing import Any
 
 import redis
 
-from gactors.cluster._redis import _GET_CONNECTION_ARGS, RedisBackend
+from gactors.cluster._redis import RedisBackend
+from gactors.cluster._redis_conn import _GET_CONNECTION_ARGS
 from gactors.testkit._redis_server import RedisServer
 
 

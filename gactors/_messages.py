@@ -258,3 +258,45 @@ class HubBlocked:
 
     def __repr__(self) -> str:
         return f"HubBlocked({self.actor_path!r}, {self.seconds:.3f})"
+
+
+# -- wire numbers of gactors' own messages defined above the core ------------------------
+# The cluster's msgpack serializer carries gactors' own messages as a small number and
+# their fields. The core's messages have their numbers in the cluster's table; the
+# packages built on the kernel (routing, backoff) register theirs here when they are
+# imported, so that the cluster never imports them to learn their numbers (it reads
+# this table, see gactors/cluster/_msgpack_serializer.py). A number is part of the wire
+# format between nodes: never reuse or renumber one.
+
+#: number -> a message that is a singleton (``PoisonPill``-like), sent as its number.
+WIRE_SINGLETONS: dict[int, Any] = {}
+#: number -> (class, number of fields, the fields of an instance in its constructor's
+#: order): rebuilt as ``cls(*fields)``.
+WIRE_CLASSES: dict[int, tuple[type, int, Callable[[Any], tuple[Any, ...]]]] = {}
+
+
+def _check_wire_number(number: int, what: Any) -> None:
+    if not isinstance(number, int) or isinstance(number, bool) or number < 0:
+        raise ValueError(f"a wire number must be an int >= 0, not {number!r}")
+    taken = WIRE_SINGLETONS.get(number)
+    if taken is None and number in WIRE_CLASSES:
+        taken = WIRE_CLASSES[number][0]
+    if taken is not None and taken is not what:
+        raise ValueError(f"wire number {number} is taken by {taken!r}, cannot give it to {what!r}")
+
+
+def register_wire_singleton(number: int, message: Any) -> None:
+    """Give the singleton ``message`` the wire number ``number`` (for the packages
+    built on the kernel; idempotent for the same message)."""
+    _check_wire_number(number, message)
+    WIRE_SINGLETONS[number] = message
+
+
+def register_wire_class(
+    number: int, cls: type, arity: int, fields: Callable[[Any], tuple[Any, ...]]
+) -> None:
+    """Give ``cls`` the wire number ``number``: an instance travels as its ``arity``
+    ``fields(instance)`` and is rebuilt as ``cls(*fields)`` (for the packages built on
+    the kernel; idempotent for the same class)."""
+    _check_wire_number(number, cls)
+    WIRE_CLASSES[number] = (cls, arity, fields)

@@ -35,7 +35,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from gactors._actor import Actor
-from gactors._messages import Terminated
+from gactors._messages import Terminated, register_wire_class, register_wire_singleton
 from gactors._props import Props
 from gactors._supervision import Directive, OneForOneStrategy, SupervisorStrategy
 
@@ -156,6 +156,15 @@ class ConsistentHashableEnvelope:
 
 
 # -- routing logics ----------------------------------------------------------------------------
+# Wire numbers of routing's messages (the cluster's msgpack serializer carries them as
+# their number and fields; gactors._messages, "wire numbers"). Never renumber one.
+register_wire_class(8, Broadcast, 1, lambda m: (m.message,))
+register_wire_singleton(9, GetRoutees)
+register_wire_class(10, Routees, 1, lambda m: (m.routees,))
+register_wire_class(11, AdjustPoolSize, 1, lambda m: (m.change,))
+register_wire_class(12, ConsistentHashableEnvelope, 2, lambda m: (m.message, m.hash_key))
+
+
 class RoutingLogic:
     """Chooses the routee(s) of one message. Runs inside the router actor."""
 

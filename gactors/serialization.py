@@ -7,6 +7,6 @@ snapshots and states (needs msgspec: ``gactors[cluster]`` or ``gactors[persisten
 
 from __future__ import annotations
 
-from gactors.cluster._serialization import register_message, registered_tag
+from gactors.cluster._registry import register_message, registered_tag
 
 __all__ = ["register_message", "registered_tag"]

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from gactors import plugins
 from gactors._actor import Actor
-from gactors._messages import Terminated, _Singleton
+from gactors._messages import Terminated, _Singleton, register_wire_class, register_wire_singleton
 from gactors._props import Props
 from gactors._supervision import (
     Directive,
@@ -114,6 +114,15 @@ class RestartCount:
 
 
 # -- private messages (sent by the supervisor's timers to itself) ----------------------------------
+# Wire numbers of the supervisor's messages (the cluster's msgpack serializer carries
+# them as their number and fields; gactors._messages, "wire numbers"). Never renumber.
+register_wire_singleton(13, Reset)
+register_wire_singleton(14, GetCurrentChild)
+register_wire_singleton(15, GetRestartCount)
+register_wire_class(16, CurrentChild, 1, lambda m: (m.ref,))
+register_wire_class(17, RestartCount, 1, lambda m: (m.count,))
+
+
 class _StartChildType(_Singleton):
     __slots__ = ()
     _name = "BackoffSupervisor.StartChild"

@@ -1,51 +1,32 @@
 """``ClusterNode``: one actor system as a node of a cluster on Redis (docs/cluster/concepts.md).
 
-Created by :class:`~gactors.ActorSystem` when its settings have a ``cluster`` table,
-never imported otherwise. It owns:
+Made by the cluster extension (``_extension.py``) when the system's settings have a
+``cluster`` table, never imported otherwise. This module holds its lifecycle (join,
+the graceful leave with its hand-overs, termination, close) and assembles the node
+from one class per concern:
 
-* **the outbound batcher.** ``RemoteActorRef.tell`` encodes the message at once and
-  appends the record to the destination's pending list; the first record after a
-  flush wakes the *flusher*, one greenlet with its own connection, which sends
-  everything pending in one pipeline (one entry per destination, split at
-  ``max_message_size``). While a pipeline is in flight new records accumulate for the
-  next one, so the number of round trips follows the load, never the number of
-  messages. One flusher and one inbox stream per node keep the order of the messages
-  from one sender to one receiver. A failed flush (Redis gone) turns each of its
-  messages into a ``DeadLetter`` and logs one warning; the flusher retries with a
-  backoff of 0.05 s doubling to 2 s.
-* **the inbound reader**: one greenlet, ``XREAD BLOCK`` (bounded) on its own
-  connection, that decodes each batch and tells each message to its local recipient
-  in a tight loop (no greenlet switch per message). An unknown recipient is a dead
-  letter here; an undecodable entry or record is a warning and a dead letter, and the
-  reader keeps going. Messages whose sender belongs to a removed node are dropped as
-  dead letters (quarantine: a removed node never comes back).
-* **the heartbeat thread**: a real OS thread with its own membership connection, so
-  a hub blocked for a while by unpatched code does not stop the beats (no false
-  downs). It beats only while the hub shows progress: a hub timer stamps
-  ``hub_alive_at`` every ``heartbeat_interval / 2``, and the thread skips its beats
-  while that stamp is older than ``unreachable_after``. A hub deadlocked or blocked
-  longer than that stops beating, so the other nodes mark it unreachable and then
-  down it (no zombie that beats for a dead hub); a hub blocked for less keeps the node
-  up. Every beat's result (the membership view) is handed to the hub, where it is
-  diffed into the events ``MemberUp``, ``UnreachableMember``, ``ReachableMember`` and
-  ``MemberRemoved``. Downing is decided once, inside the server-side heartbeat script.
-* **remote DeathWatch**: which local actors watch which actor of which node, and which
-  remote nodes watch local actors; a removed node yields ``Terminated(ref, True,
-  True)`` for every watched actor of it, and the watchers it had here are dropped.
-* **self-downing**: a node that finds it was removed (paused past ``down_after``, or
-  the store lost the membership) logs an ERROR and terminates its actor system; it
-  never comes back under the same address (under the gunicorn hooks the worker exits
-  and gunicorn starts a fresh one, a new node).
+* ``_transport.py``: the outbound batcher and its flusher, the inbound reader and
+  delivery (``send_user``, ``_enqueue``, ``_flush_loop``, ``_settle``,
+  ``_read_loop``, ``_deliver_batch``) and the drain of its own inbox on leaving;
+* ``_membership.py``: the heartbeat thread (a real OS thread that beats only while
+  the hub makes progress), the membership view and its events, removals and the
+  drain of a removed node's inbox, self-downing, the ``Cluster`` API;
+* ``_deathwatch.py``: remote DeathWatch;
+* ``_wire_refs.py``: the ref wire format (``ref_to_wire``, ``ref_from_wire``) and
+  the resolution of local paths;
+* ``_node_base.py``: the state they share, declared for the type checker.
+
+The backend is made from the URL's scheme (:func:`make_backend`) and used only
+through the :class:`~gactors.cluster._seam.Backend` protocol.
 """
 
 from __future__ import annotations
 
-import logging
 import os
 import re
 import socket
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from time import monotonic
 from typing import TYPE_CHECKING, Any
 
@@ -54,64 +35,27 @@ from gevent.event import Event
 from gevent.lock import BoundedSemaphore
 from greenlet import getcurrent
 
-from gactors import _sysmsg as sm
-from gactors._messages import Status
-from gactors._path import ActorPath, Address
-from gactors._ref import ActorRef, EmptyLocalActorRef, LocalActorRef, PromiseRef
+from gactors._path import Address
 from gactors._threads import allocate_lock, get_ident, start_new_thread
-from gactors.cluster._events import (
-    ClusterEvent,
-    CurrentClusterState,
-    Member,
-    MemberRemoved,
-    MemberUp,
-    ReachableMember,
-    UnreachableMember,
-)
-from gactors.cluster._redis import RedisBackend
-from gactors.cluster._remote import RemoteActorRef
-from gactors.cluster._seam import (
-    FULL,
-    GONE,
-    SENT,
-    STATUS_LEAVING,
-    BackendUnavailable,
-    HeartbeatResult,
-    MembershipView,
-)
-from gactors.cluster._serialization import (
-    KIND_SYSTEM,
-    KIND_USER,
-    Record,
-    WireCodec,
-    WireError,
-    describe_payload,
-)
-from gactors.exceptions import ClusterError, SerializationError
+from gactors.cluster._deathwatch import _DeathWatch
+from gactors.cluster._membership import _Membership
+from gactors.cluster._node_base import _LEAVE_BUDGET, _log
+from gactors.cluster._seam import Backend, BackendUnavailable
+from gactors.cluster._serialization import WireCodec
+from gactors.cluster._transport import UndecodableMessage, _Transport
+from gactors.cluster._wire_refs import _WireRefs
+from gactors.exceptions import ClusterError
 
 if TYPE_CHECKING:
     from gactors._system import ActorSystem
     from gactors.cluster._settings import ClusterSettings
 
-__all__ = ["ClusterNode", "UndecodableMessage", "make_node_id"]
-
-_log = logging.getLogger("gactors.cluster")
+__all__ = ["ClusterNode", "UndecodableMessage", "make_backend", "make_node_id"]
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
-# How long one XREAD blocks: bounded so that a half-open connection is noticed and
-# close() never waits long; the socket timeout of the reader is above it.
-_READ_BLOCK_MS = 1000
-_READ_COUNT = 256
-_BACKOFF_FIRST = 0.05
-_BACKOFF_MAX = 2.0
-# Bounds of the decode caches (cleared when full: they only save work).
-_CACHE_MAX = 20_000
-# How long the graceful leave and the final flush may take at termination.
-_LEAVE_BUDGET = 3.0
-# At most one warning per destination node this often when its inbox is full.
-_FULL_WARNING_INTERVAL = 10.0
-# Attempts (with backoff) to drain a removed node's inbox while Redis is unreachable.
-_DRAIN_ATTEMPTS = 5
+
+#: The URL schemes of the Redis engine (``_redis.py``), the one engine so far.
+_REDIS_SCHEMES = ("redis", "rediss", "unix", "redis+sentinel")
 
 
 def make_node_id() -> str:
@@ -121,27 +65,25 @@ def make_node_id() -> str:
     return f"{host}-{os.getpid()}-{os.urandom(3).hex()}"
 
 
-class UndecodableMessage:
-    """The message of a ``DeadLetter`` for an inbox entry or record that could not be
-    decoded (garbage, unknown tag, too large): ``summary`` describes it."""
+def make_backend(url: str, cluster_name: str, key_prefix: str, client_name: str) -> Backend:
+    """The backend engine for ``url``, chosen by its scheme; ``ValueError`` naming the
+    problem (never the password) for a URL no engine takes. Only the Redis engine
+    exists; it is imported here, on first use, and the node knows it only as a
+    :class:`~gactors.cluster._seam.Backend`."""
+    scheme = url.partition("://")[0].lower() if isinstance(url, str) and "://" in url else ""
+    # The Redis engine checks the rest of the URL (and words its errors with the
+    # password masked).
+    from gactors.cluster._redis import RedisBackend, mask_url
 
-    __slots__ = ("summary",)
-
-    def __init__(self, summary: str) -> None:
-        self.summary = summary
-
-    def __repr__(self) -> str:
-        return f"UndecodableMessage({self.summary})"
-
-
-class _Quarantined:
-    __slots__ = ()
-
-
-_QUARANTINED = _Quarantined()
+    if scheme not in _REDIS_SCHEMES:
+        raise ValueError(
+            "cluster url must start with redis://, rediss://, unix:// or "
+            f"redis+sentinel://, not {mask_url(str(url))!r}"
+        )
+    return RedisBackend(url, cluster_name, key_prefix, client_name=client_name)
 
 
-class ClusterNode:
+class ClusterNode(_Transport, _Membership, _DeathWatch, _WireRefs):
     """The cluster side of one actor system (internal; see the module docstring)."""
 
     def __init__(self, system: ActorSystem, settings: ClusterSettings) -> None:
@@ -154,7 +96,7 @@ class ClusterNode:
         self._ua_ms = int(settings.unreachable_after * 1000)
         self._down_ms = int(settings.down_after * 1000)
         try:
-            self.backend = RedisBackend(
+            self.backend = make_backend(
                 settings.url,
                 system.name,
                 settings.key_prefix,
@@ -175,49 +117,49 @@ class ClusterNode:
                 f"is unreachable ({e.detail})"
             ) from None
         # -- membership (hub thread) --
-        self._members: dict[str, Member] = {}
-        self._unreachable: set[str] = set()
+        self._members = {}
+        self._unreachable = set()
         #: The members whose stored status is "leaving", also while they are unreachable
         #: (a member's status then shows "unreachable": a leaving node whose heartbeats
         #: are late is still leaving, and sharding must not send it shards).
-        self.leaving_nodes: frozenset[str] = frozenset()
-        self._removed: set[str] = set()
+        self.leaving_nodes = frozenset()
+        self._removed = set()
         self._epoch = ""
-        self._subscribers: dict[ActorRef, tuple[type, ...]] = {}
+        self._subscribers = {}
         # -- outbound --
-        self._pending: dict[str, tuple[list[Record], list[tuple[Any, Any, ActorRef]]]] = {}
+        self._pending = {}
         self._wake = Event()
         # ref_to_wire's cache of one: the last local ref it turned into a triple.
-        self._last_wired: ActorRef | None = None
-        self._last_wire: tuple[str, str, int] = ("", "", 0)
+        self._last_wired = None
+        self._last_wire = ("", "", 0)
         self._wake_set = False
-        self._flusher: Any = None
-        self._held: dict[str, tuple[list[Record], list[tuple[Any, Any, ActorRef]]]] = {}
+        self._flusher = None
+        self._held = {}
         self._refreshing = False
         # -- inbound --
-        self._reader: Any = None
-        self._exported: weakref.WeakValueDictionary[int, PromiseRef] = weakref.WeakValueDictionary()
-        self._remote_refs: dict[tuple[str, str, int], Any] = {}
-        self._local_refs: dict[tuple[str, int], ActorRef] = {}
-        self._nodes_of: dict[str, str] = {}  # address text -> node id
+        self._reader = None
+        self._exported = weakref.WeakValueDictionary()
+        self._remote_refs = {}
+        self._local_refs = {}
+        self._nodes_of = {}  # address text -> node id
         # -- remote DeathWatch --
         # node -> watched remote ref -> local watchers
-        self._watching: dict[str, dict[ActorRef, set[ActorRef]]] = {}
+        self._watching = {}
         # node -> (local watchee, remote watcher)
-        self._watched_by: dict[str, set[tuple[ActorRef, ActorRef]]] = {}
+        self._watched_by = {}
         # -- heartbeat --
         self._hub_alive_at = monotonic()
-        self._hub_timer: Any = None
+        self._hub_timer = None
         self._hb_stop = allocate_lock()
         self._hb_stop.acquire()
         self._hb_done = allocate_lock()
         self._hb_running = False
-        self._store: Any = None  # the hub side's membership store (join, leave, down)
+        self._store = None  # the hub side's membership store (join, leave, down)
         self._store_lock = BoundedSemaphore(1)  # one user at a time (the seam's rule)
         #: Called (in the hub thread) when this node starts a graceful leave, before any
         #: user actor stops: the singleton and sharding hand-overs. Each returns None or
         #: something with ``wait(timeout)`` (a gevent Event) set once its hand-over is done.
-        self.leave_hooks: list[Callable[[], Any]] = []
+        self.leave_hooks = []
         #: Messages by outcome (counted per flush and per batch, not per message):
         #: ``sent`` (appended to an inbox), ``dead_letters`` (dead letters published
         #: here for messages that certainly did not arrive: node gone, inbox full,
@@ -226,10 +168,10 @@ class ClusterNode:
         #: ``full`` (of ``dead_letters``: refused by a full inbox), ``received`` (read
         #: from this node's inbox) and ``drained`` (unread in a removed node's inbox,
         #: dead letters here).
-        self.stats: dict[str, int] = dict.fromkeys(
+        self.stats = dict.fromkeys(
             ("sent", "dead_letters", "unknown", "full", "received", "drained"), 0
         )
-        self._full_warned: dict[str, float] = {}
+        self._full_warned = {}
         # -- lifecycle --
         self._leaving = False
         #: Set when this node drains its own inbox (graceful leave): the reader stops.
@@ -238,12 +180,11 @@ class ClusterNode:
         self._closed = False
         self.downed = False
         #: Why the node stopped on its own (None while it runs or after a normal leave).
-        self.termination_reason: str | None = None
+        self.termination_reason = None
 
     def __repr__(self) -> str:
         return f"<ClusterNode {self.address_str} {self.backend.safe_url}>"
 
-    # == lifecycle ==============================================================================
     def start(self) -> None:
         """Join (blocking until the store answered), then start the loops."""
         store = self._store = self.backend.membership()
@@ -315,42 +256,6 @@ class ClusterNode:
             then()
 
         gevent.spawn(run)
-
-    def _drain_own_inbox(self) -> None:
-        """Graceful leave, after the hand-overs and before the user actors stop: close
-        the inbox (senders dead-letter what they send from now on) and deliver what
-        was still unread in it, after everything the reader already had (SPEC §17
-        "Precisely": a leaving node processes or dead-letters its whole inbox)."""
-        if self.downed or self._closed or self._draining:
-            return
-        self._draining = True
-        batches: list[bytes] | None = None
-        try:
-            with gevent.Timeout(_LEAVE_BUDGET, False), self._store_lock:
-                batches = self._store.drain_inbox(self.node_id)
-        except BackendUnavailable as e:
-            _log.warning(
-                "cluster node %s cannot close its inbox: %s; what is unread in it becomes "
-                "dead letters on the node that removes this one",
-                self.address_str,
-                e,
-            )
-        reader = self._reader
-        if reader is not None and not reader.dead:
-            # Deleting the inbox ends a blocked read at once; a read that returned
-            # before it is delivered first (the order per sender is kept).
-            reader.join(_LEAVE_BUDGET)
-            if not reader.dead:
-                reader.kill(block=False)
-        if batches:
-            _log.info(
-                "cluster node %s: %d unread entr%s of its inbox delivered before leaving",
-                self.address_str,
-                len(batches),
-                "y" if len(batches) == 1 else "ies",
-            )
-            for data in batches:
-                self._deliver_batch(data)
 
     def _set_leaving(self) -> None:
         try:
@@ -424,761 +329,3 @@ class ClusterNode:
             # Bounded: the thread may be inside one heartbeat call; it closes its own
             # store when it leaves, and a late result is ignored (closed).
             self._hb_done.acquire(True, 1.0)
-
-    # == outbound ===============================================================================
-    def send_user(self, ref: RemoteActorRef, message: Any, sender: ActorRef | None) -> None:
-        """Encode ``message`` (SerializationError to the caller) and queue it."""
-        rec = self.codec.user_record(ref.rpath, ref._uid, message, sender)
-        if get_ident() != self._tid:
-            self.system.run_in_hub_async(self._enqueue, ref.dest, rec, message, sender, ref)
-        else:
-            self._enqueue(ref.dest, rec, message, sender, ref)
-
-    def send_failure(self, ref: RemoteActorRef, exc: BaseException) -> None:
-        """Reply ``Status.Failure(exc)`` to a remote promise (the asked actor failed)."""
-        try:
-            self.send_user(ref, Status.Failure(exc), None)
-        except SerializationError as e:  # pragma: no cover - exceptions always encode
-            _log.warning("cannot send the failure %r to %s: %s", exc, ref, e)
-
-    def send_system(self, ref: RemoteActorRef, message: sm.SystemMessage) -> None:
-        """A system message for a remote actor (watch, unwatch, death-watch notification)."""
-        if get_ident() != self._tid:
-            self.system.run_in_hub_async(self.send_system, ref, message)
-            return
-        dest = ref.dest
-        # type(message) each time, not a local: mypy narrows the message by it
-        if type(message) is sm.Watch:
-            watcher = message.watcher
-            if dest in self._removed:
-                # A node that is gone: its actors are terminated.
-                watcher._send_system(sm.DeathWatchNotification(ref, False, True))
-                return
-            self._watching.setdefault(dest, {}).setdefault(ref, set()).add(watcher)
-        elif type(message) is sm.Unwatch:
-            watchers = self._watching.get(dest, {}).get(ref)
-            if watchers is not None:
-                watchers.discard(message.watcher)
-                if not watchers:
-                    del self._watching[dest][ref]
-        elif type(message) is sm.DeathWatchNotification:
-            # A local actor died; ``ref`` watched it from another node.
-            s = self._watched_by.get(dest)
-            if s is not None:
-                s.discard((message.actor, ref))
-        else:
-            _log.debug("system message %r to remote %s not sent", message, ref)
-            return
-        try:
-            rec = self.codec.system_record(ref.rpath, ref._uid, message)
-        except SerializationError as e:
-            _log.warning("cannot send %r to %s: %s", message, ref, e)
-            return
-        self._enqueue(dest, rec, message, None, ref)
-
-    def _enqueue(
-        self, dest: str, rec: Record, message: Any, sender: ActorRef | None, ref: ActorRef
-    ) -> None:
-        if dest not in self._members or self.downed:
-            if self.downed or dest in self._removed or self._closing:
-                # A downed node stops sending at once (SPEC §17 "Precisely").
-                self._undeliverable(message, sender, ref)
-                return
-            # A node this one has not seen yet (it joined after our last view): the
-            # message waits for a fresh view, then goes or is a dead letter.
-            held = self._held.get(dest)
-            if held is None:
-                held = self._held[dest] = ([], [])
-            held[0].append(rec)
-            held[1].append((message, sender, ref))
-            if not self._refreshing:
-                self._refreshing = True
-                gevent.spawn(self._refresh_view)
-            return
-        p = self._pending.get(dest)
-        if p is None:
-            p = self._pending[dest] = ([], [])
-        p[0].append(rec)
-        p[1].append((message, sender, ref))
-        if not self._wake_set:
-            self._wake_set = True
-            self._wake.set()
-
-    def _refresh_view(self) -> None:
-        try:
-            with self._store_lock:
-                view = self._store.view()
-        except BackendUnavailable as e:
-            _log.warning("cluster node %s cannot read the membership: %s", self.address_str, e)
-            view = None
-        finally:
-            self._refreshing = False
-        if view is not None and not self._closed:
-            self._apply_view(view, publish=True)
-        held = self._held
-        self._held = {}
-        for dest, (recs, metas) in held.items():
-            if dest in self._members and not self._closing:
-                p = self._pending.get(dest)
-                if p is None:
-                    p = self._pending[dest] = ([], [])
-                p[0].extend(recs)
-                p[1].extend(metas)
-            else:
-                self._dead_letter_all(metas)
-        if self._pending and not self._wake_set:
-            self._wake_set = True
-            self._wake.set()
-
-    def _undeliverable(self, message: Any, sender: ActorRef | None, ref: ActorRef) -> None:
-        if isinstance(message, sm.SystemMessage):
-            if type(message) is sm.Watch:
-                watcher = message.watcher
-                watchers = self._watching.get(ref.dest, {}).get(ref)  # type: ignore[attr-defined]
-                if watchers is not None:
-                    watchers.discard(watcher)
-                watcher._send_system(sm.DeathWatchNotification(ref, False, True))
-            return
-        self.system.publish_dead_letter(message, sender, ref)
-
-    def _dead_letter_all(self, metas: list[tuple[Any, Any, ActorRef]]) -> None:
-        for message, sender, ref in metas:
-            self._undeliverable(message, sender, ref)
-
-    def _flush_loop(self) -> None:
-        outbox = self.backend.outbox()
-        delay = _BACKOFF_FIRST
-        split = self.codec.split_batches
-        max_unread = self.settings.inbox_max_unread
-        try:
-            while True:
-                self._wake.wait()
-                self._wake.clear()
-                self._wake_set = False
-                pending = self._pending
-                if not pending:
-                    if self._closing:
-                        return
-                    continue
-                self._pending = {}
-                if self.downed:
-                    for _, metas in pending.values():
-                        self._dead_letter_all(metas)
-                    continue
-                entries: list[tuple[str, bytes]] = []
-                # The messages of each entry, in step with ``entries``.
-                spans: list[list[tuple[Any, Any, ActorRef]]] = []
-                members = self._members
-                for dest, (recs, metas) in pending.items():
-                    if dest not in members:
-                        self._dead_letter_all(metas)
-                        continue
-                    try:
-                        parts = split(recs)
-                    except Exception:
-                        _log.exception("cannot encode a batch for %s", dest)
-                        self._dead_letter_all(metas)
-                        continue
-                    if len(parts) == 1:
-                        entries.append((dest, parts[0][0]))
-                        spans.append(metas)
-                        continue
-                    start = 0
-                    for data, n in parts:
-                        entries.append((dest, data))
-                        spans.append(metas[start : start + n])
-                        start += n
-                if not entries:
-                    continue
-                try:
-                    outcomes = outbox.send(entries, max_unread)
-                except BackendUnavailable as e:
-                    self._settle(entries, spans, e.outcomes)
-                    self._flush_failed(entries, spans[len(e.outcomes) :], e, delay)
-                    if self._closing:
-                        return
-                    gevent.sleep(delay)
-                    delay = min(delay * 2, _BACKOFF_MAX)
-                    # What accumulated meanwhile is tried now.
-                    if self._pending:
-                        self._wake_set = True
-                        self._wake.set()
-                    continue
-                delay = _BACKOFF_FIRST
-                self._settle(entries, spans, outcomes)
-        finally:
-            outbox.close()
-
-    def _settle(
-        self,
-        entries: list[tuple[str, bytes]],
-        spans: list[list[tuple[Any, Any, ActorRef]]],
-        outcomes: Sequence[int],
-    ) -> None:
-        """Account for each entry by its outcome: sent, or dead letters here."""
-        stats = self.stats
-        for i, outcome in enumerate(outcomes):
-            metas = spans[i]
-            if outcome == SENT:
-                stats["sent"] += len(metas)
-                continue
-            stats["dead_letters"] += len(metas)
-            if outcome == FULL:
-                stats["full"] += len(metas)
-                self._warn_full(entries[i][0], len(metas))
-            elif outcome != GONE:
-                _log.warning(
-                    "cluster node %s: %d message(s) to %s refused by Redis: dead letters",
-                    self.address_str,
-                    len(metas),
-                    entries[i][0],
-                )
-            # GONE: the node left or was removed (our view is behind): as for a
-            # node that is not a member, the messages are dead letters here.
-            self._dead_letter_all(metas)
-
-    def _flush_failed(
-        self,
-        entries: list[tuple[str, bytes]],
-        spans: list[list[tuple[Any, Any, ActorRef]]],
-        error: BackendUnavailable,
-        delay: float,
-    ) -> None:
-        n = sum(len(m) for m in spans)
-        if not n:
-            return
-        if not error.maybe_sent:
-            # Nothing was written: they certainly did not arrive.
-            self.stats["dead_letters"] += n
-            _log.warning(
-                "cluster node %s: %d message(s) not sent, dead letters: %s; retrying in %.2f s",
-                self.address_str,
-                n,
-                error,
-                delay,
-            )
-            for metas in spans:
-                self._dead_letter_all(metas)
-            return
-        # Written, with no answer (a timeout, a connection lost mid-way): they may
-        # have arrived (Redis may execute a command it read before a pause), so they
-        # are never reported as dead letters, which a user might retry (SPEC §17).
-        self.stats["unknown"] += n
-        _log.warning(
-            "cluster node %s: the outcome of %d message(s) to %s is unknown (%s): they may "
-            "or may not have arrived, and are not reported as dead letters; retrying in "
-            "%.2f s",
-            self.address_str,
-            n,
-            ", ".join(sorted({dest for dest, _ in entries[-len(spans) :]})),
-            error,
-            delay,
-        )
-
-    def _warn_full(self, dest: str, n: int) -> None:
-        now = monotonic()
-        if now - self._full_warned.get(dest, -1e9) < _FULL_WARNING_INTERVAL:
-            return
-        if len(self._full_warned) > 1000:
-            self._full_warned.clear()
-        self._full_warned[dest] = now
-        _log.warning(
-            "cluster node %s: the inbox of %s holds %d unread entries or more (its reader "
-            "is behind): %d message(s) to it are dead letters (cluster.inbox_max_unread; "
-            "this warning repeats at most every %.0f s per node)",
-            self.address_str,
-            dest,
-            self.settings.inbox_max_unread,
-            n,
-            _FULL_WARNING_INTERVAL,
-        )
-
-    # == inbound ================================================================================
-    def _read_loop(self) -> None:
-        reader = self.backend.inbox_reader(self.node_id, max_block_ms=_READ_BLOCK_MS)
-        delay = _BACKOFF_FIRST
-        failing = False
-        deliver = self._deliver_batch
-        try:
-            while not self._closed and not self._draining:
-                try:
-                    batches = reader.read(_READ_BLOCK_MS, _READ_COUNT)
-                except BackendUnavailable as e:
-                    if self._draining:
-                        break  # this node closed its inbox (graceful leave)
-                    if not failing:
-                        _log.warning(
-                            "cluster node %s cannot read its inbox: %s; retrying with backoff",
-                            self.address_str,
-                            e,
-                        )
-                        failing = True
-                    gevent.sleep(delay)
-                    delay = min(delay * 2, _BACKOFF_MAX)
-                    continue
-                if failing:
-                    _log.info("cluster node %s reads its inbox again", self.address_str)
-                    failing = False
-                    delay = _BACKOFF_FIRST
-                for data in batches:
-                    deliver(data)
-        finally:
-            reader.close()
-
-    def _deliver_batch(self, data: bytes) -> None:
-        codec = self.codec
-        try:
-            records = codec.decode_batch(data)
-        except WireError as e:
-            self._undecodable(str(e), describe_payload(data), None)
-            return
-        self.stats["received"] += len(records)
-        remote_refs = self._remote_refs
-        local_refs = self._local_refs
-        decode = codec.decode_message
-        for r in records:
-            try:
-                snd = r.sender
-                if snd is None:
-                    sender: Any = None
-                else:
-                    sender = remote_refs.get(snd)
-                    if sender is None:
-                        sender = self._sender_ref(snd)
-                    if sender is _QUARANTINED:
-                        self._quarantined(r, snd)
-                        continue
-                if r.kind == KIND_USER:
-                    message = decode(r.serializer_id, r.payload)
-                    recipient = local_refs.get(r.recipient)
-                    if recipient is None:
-                        recipient = self._recipient(r.recipient)
-                    recipient.tell(message, sender)
-                elif r.kind == KIND_SYSTEM:
-                    self._system_record(r)
-                else:
-                    raise WireError(f"a record of unknown kind {r.kind!r}")
-            except WireError as e:
-                self._undecodable(str(e), describe_payload(r.payload), r.recipient[0])
-            except Exception:
-                _log.exception("cluster node %s: cannot deliver a record", self.address_str)
-
-    def _sender_ref(self, snd: tuple[str, str, int]) -> Any:
-        address, path, uid = snd
-        if address != self.address_str:
-            node = address.partition("@")[2]
-            if node in self._removed:
-                return _QUARANTINED
-        try:
-            ref = self.ref_from_wire(address, path, uid)
-        except WireError:
-            raise
-        except Exception as e:
-            raise WireError(f"an unusable sender {snd!r}: {e}") from e
-        if path.startswith("/temp/"):
-            return ref  # an ask's promise: used once, not worth a cache entry
-        if len(self._remote_refs) >= _CACHE_MAX:
-            self._remote_refs.clear()
-        self._remote_refs[snd] = ref
-        return ref
-
-    def _recipient(self, recipient: tuple[str, int]) -> ActorRef:
-        path, uid = recipient
-        ref = self._resolve_local(path, uid)
-        if uid and type(ref) is LocalActorRef:
-            # Only exact incarnations are cached: uid 0 is "whatever lives there now".
-            if len(self._local_refs) >= _CACHE_MAX:
-                self._local_refs.clear()
-            self._local_refs[recipient] = ref
-        return ref
-
-    def _quarantined(self, r: Record, snd: tuple[str, str, int]) -> None:
-        try:
-            message: Any = self.codec.decode_record(r)
-        except WireError:
-            message = UndecodableMessage(describe_payload(r.payload))
-        if isinstance(message, sm.SystemMessage):
-            return
-        self.system.publish_dead_letter(message, None, self._resolve_local(*r.recipient))
-        _log.debug("dropped a message from removed node %s (quarantined)", snd[0])
-
-    def _undecodable(self, error: str, summary: str, path: str | None) -> None:
-        _log.warning(
-            "cluster node %s dropped an undecodable %s: %s",
-            self.address_str,
-            "entry" if path is None else f"message for {path}",
-            error,
-        )
-        recipient: ActorRef = self.system.dead_letters
-        if path is not None:
-            try:
-                recipient = self._resolve_local(path, 0)
-            except WireError:
-                pass
-        self.system.publish_dead_letter(UndecodableMessage(summary), None, recipient)
-
-    def _system_record(self, r: Record) -> None:
-        message = self.codec.decode_system(r.payload)
-        if type(message) is sm.Watch:
-            watchee, watcher = message.watchee, message.watcher
-            if type(watcher) is RemoteActorRef:
-                self._watched_by.setdefault(watcher.dest, set()).add((watchee, watcher))
-            watchee._send_system(message)
-        elif type(message) is sm.Unwatch:
-            watchee, watcher = message.watchee, message.watcher
-            if type(watcher) is RemoteActorRef:
-                s = self._watched_by.get(watcher.dest)
-                if s is not None:
-                    s.discard((watchee, watcher))
-            watchee._send_system(message)
-        else:  # DeathWatchNotification for a local watcher
-            actor = message.actor  # type: ignore[attr-defined]
-            watcher = self._resolve_local(*r.recipient)
-            if type(actor) is RemoteActorRef:
-                watchers = self._watching.get(actor.dest, {}).get(actor)
-                if watchers is not None:
-                    watchers.discard(watcher)
-                    if not watchers:
-                        del self._watching[actor.dest][actor]
-            watcher._send_system(message)
-
-    # == refs (the RefCodec of the wire format) =================================================
-    def ref_to_wire(self, ref: ActorRef) -> tuple[str, str, int]:
-        """``(address, path without address, uid)`` of ``ref``."""
-        if ref is self._last_wired:
-            # An actor telling many messages in a row: its triple once, not per message.
-            return self._last_wire
-        t = type(ref)
-        if t is RemoteActorRef:
-            return (ref.addr, ref.rpath, ref._uid)  # type: ignore[attr-defined]
-        if t is PromiseRef:
-            # Exported so that a reply to /temp/$uid finds it; weakly, so a forgotten
-            # ask costs nothing (a late reply is a dead letter).
-            uid = ref._uid
-            self._exported[uid] = ref  # type: ignore[assignment]
-            return (self.address_str, f"/temp/${uid}", uid)
-        if ref._system is not self.system:
-            raise SerializationError(
-                f"a ref of another actor system ({ref._system.name!r}) cannot be sent: {ref!r}"
-            )
-        wire = (self.address_str, ref.path.path_str, ref._uid)
-        if t is LocalActorRef:
-            self._last_wired, self._last_wire = ref, wire
-        return wire
-
-    def ref_from_wire(self, address: str, path: str, uid: int) -> ActorRef:
-        """The ref a wire triple stands for on this node."""
-        if address == self.address_str:
-            return self._resolve_local(path, uid)
-        key = (address, path, uid)
-        ref = self._remote_refs.get(key)
-        if ref is not None and ref is not _QUARANTINED:
-            return ref  # type: ignore[no-any-return]
-        node = self._nodes_of.get(address)
-        if node is None:
-            try:
-                addr = Address.parse(address)
-            except ValueError as e:
-                raise WireError(str(e)) from None
-            if addr.system != self.system.name or addr.node is None:
-                raise WireError(f"a ref of another cluster: {address}")
-            node = addr.node
-            if len(self._nodes_of) >= 1000:
-                self._nodes_of.clear()
-            self._nodes_of[address] = node
-        return RemoteActorRef(
-            self, ActorPath(self.system.name, _elements(path), None, node), uid, path
-        )
-
-    def remote_ref(self, path: ActorPath, uid: int) -> ActorRef:
-        """A ref to ``path`` on another node (uid 0: whatever lives there)."""
-        if path.node == self.node_id:
-            return self._resolve_local(path.path_str, uid)
-        return RemoteActorRef(self, path, uid, path.path_str)
-
-    def _resolve_local(self, path: str, uid: int) -> ActorRef:
-        if path.startswith("/temp/$"):
-            # The reply to an ask of this node (the hot path of remote asks).
-            # The uid names the promise: exported under it by ref_to_wire.
-            promise = self._exported.get(uid)
-            if promise is not None:
-                return promise
-        system = self.system
-        elements = _elements(path)
-        if len(elements) == 2 and elements[0] == "temp":
-            promise = self._exported.get(uid)
-            if promise is not None:
-                return promise
-        elif elements == ("deadLetters",):
-            return system.dead_letters
-        else:
-            ref = system.resolve_local(elements, uid)
-            if ref is not None:
-                return ref
-        return EmptyLocalActorRef(system, ActorPath(system.name, elements, None, self.node_id), uid)
-
-    # == membership =============================================================================
-    def _stamp_hub_alive(self) -> None:
-        self._hub_alive_at = monotonic()
-
-    def _heartbeat_thread(self, store: Any) -> None:
-        # A real OS thread: no gevent primitive of the hub's thread is used here, and
-        # everything for the hub goes through system.run_in_hub_async.
-        interval = self.settings.heartbeat_interval
-        limit = self.settings.unreachable_after
-        run = self.system.run_in_hub_async
-        skipping = failing = False
-        try:
-            while not self._hb_stop.acquire(True, interval):
-                stalled = monotonic() - self._hub_alive_at
-                if stalled > limit:
-                    if not skipping:
-                        skipping = True
-                        run(
-                            _log.warning,
-                            "cluster node %s: the hub made no progress for %.1f s; "
-                            "heartbeats stop until it does",
-                            self.address_str,
-                            stalled,
-                        )
-                    continue
-                skipping = False
-                try:
-                    result = store.heartbeat(self.node_id, self._ua_ms, self._down_ms)
-                except BackendUnavailable as e:
-                    if not failing:
-                        failing = True
-                        run(
-                            _log.warning,
-                            "cluster node %s: heartbeat failed: %s",
-                            self.address_str,
-                            e,
-                        )
-                    continue
-                except Exception as e:  # pragma: no cover - a bug, reported in the hub
-                    run(_log.error, "cluster node %s: heartbeat error: %r", self.address_str, e)
-                    continue
-                if failing:
-                    failing = False
-                    run(_log.info, "cluster node %s: heartbeats go through again", self.address_str)
-                run(self._on_heartbeat, result)
-        finally:
-            try:
-                store.close()
-            finally:
-                self._hb_done.release()
-
-    def _on_heartbeat(self, result: HeartbeatResult) -> None:
-        if self._closed or self.downed:
-            return
-        if result.self_removed:
-            self._self_downed()
-            return
-        self._apply_view(result.view, publish=True)
-
-    def _self_downed(self) -> None:
-        self.downed = True
-        # Stop sending at once: what is pending or held becomes dead letters here now
-        # (the flusher settles a flush already in flight by its outcome).
-        pending, held = self._pending, self._held
-        self._pending, self._held = {}, {}
-        for group in (pending, held):
-            for _, metas in group.values():
-                self.stats["dead_letters"] += len(metas)
-                self._dead_letter_all(metas)
-        self.termination_reason = (
-            f"cluster node {self.address_str} was removed from the cluster (it missed its "
-            "heartbeats for longer than down_after, was downed, or the store lost the "
-            "membership)"
-        )
-        _log.error(
-            "%s: terminating actor system %r; it never rejoins under this address (under "
-            "the gactors gunicorn hooks the worker exits and gunicorn starts a fresh one, "
-            "a new node)",
-            self.termination_reason,
-            self.system.name,
-        )
-        self.system.terminate()
-
-    def _member(self, node: str, roles: tuple[str, ...], status: str) -> Member:
-        return Member(Address(self.system.name, node), roles, status)
-
-    def _apply_view(self, view: MembershipView, *, publish: bool) -> None:
-        self._epoch = view.epoch
-        leaving = frozenset(r.node for r in view.members if r.status == STATUS_LEAVING)
-        if leaving != self.leaving_nodes:
-            self.leaving_nodes = leaving
-        seen: dict[str, Any] = {}
-        events: list[ClusterEvent] = []
-        ua = self._ua_ms
-        for rec in view.members:
-            node = rec.node
-            seen[node] = rec
-            unreachable = node != self.node_id and rec.last_heartbeat_age_ms > ua
-            member = self._member(node, rec.roles, "unreachable" if unreachable else rec.status)
-            old = self._members.get(node)
-            self._members[node] = member
-            if old is None:
-                events.append(MemberUp(self._member(node, rec.roles, rec.status)))
-                if unreachable:
-                    self._unreachable.add(node)
-                    events.append(UnreachableMember(member))
-            elif unreachable and node not in self._unreachable:
-                self._unreachable.add(node)
-                events.append(UnreachableMember(member))
-            elif not unreachable and node in self._unreachable:
-                self._unreachable.discard(node)
-                events.append(ReachableMember(member))
-        for node in list(self._members):
-            if node not in seen:
-                events.append(self._member_removed(node))
-        if publish:
-            # A node removed before this one ever saw it up (it joined and died
-            # between two views) may have an inbox with messages in it too.
-            for node in view.removed:
-                if node != self.node_id and node not in self._removed:
-                    self._removed.add(node)
-                    gevent.spawn(self._drain_removed, node)
-        self._removed.update(n for n in view.removed if n != self.node_id)
-        if publish:
-            for ev in events:
-                self._publish(ev)
-
-    def _member_removed(self, node: str) -> MemberRemoved:
-        old = self._members.pop(node)
-        self._unreachable.discard(node)
-        self._removed.add(node)
-        # Every node that sees a removal tries; the drain is atomic, so exactly one
-        # gets what was unread (or none, when the node drained it itself on leaving).
-        gevent.spawn(self._drain_removed, node)
-        self._remote_refs.clear()  # senders of that node are quarantined from now on
-        for watchee, watchers in self._watching.pop(node, {}).items():
-            for w in list(watchers):
-                w._send_system(sm.DeathWatchNotification(watchee, True, True))
-        for watchee, watcher in self._watched_by.pop(node, ()):
-            watchee._send_system(sm.Unwatch(watchee, watcher))
-        return MemberRemoved(self._member(node, old.roles, "removed"))
-
-    def _drain_removed(self, node: str) -> None:
-        """Dead-letter here every entry still unread in the inbox of ``node``, which
-        was removed, then delete that inbox (SPEC §17 "Precisely")."""
-        delay = _BACKOFF_FIRST
-        batches: list[bytes] | None = None
-        for attempt in range(_DRAIN_ATTEMPTS):
-            if self._closed:
-                return
-            try:
-                with self._store_lock:
-                    batches = self._store.drain_inbox(node)
-                break
-            except BackendUnavailable as e:
-                if attempt == _DRAIN_ATTEMPTS - 1:
-                    _log.warning(
-                        "cluster node %s cannot drain the inbox of removed node %s: %s; "
-                        "another node may, or it expires with what is unread in it",
-                        self.address_str,
-                        node,
-                        e,
-                    )
-                    return
-                gevent.sleep(delay)
-                delay = min(delay * 2, _BACKOFF_MAX)
-        if not batches:
-            return
-        n = 0
-        for data in batches:
-            n += self._dead_letter_batch(data, node)
-        self.stats["drained"] += n
-        _log.warning(
-            "cluster node %s: %d message(s) unread in the inbox of removed node %s are "
-            "dead letters here",
-            self.address_str,
-            n,
-            node,
-        )
-
-    def _dead_letter_batch(self, data: bytes, node: str) -> int:
-        """Publish the user messages of one entry of ``node``'s inbox as dead letters
-        for their intended recipients; how many."""
-        codec = self.codec
-        try:
-            records = codec.decode_batch(data)
-        except WireError as e:
-            self._undecodable(str(e), describe_payload(data), None)
-            return 1
-        n = 0
-        name = self.system.name
-        for r in records:
-            if r.kind != KIND_USER:
-                continue  # watch/unwatch/death-watch: settled by the removal itself
-            path, uid = r.recipient
-            try:
-                message: Any = codec.decode_message(r.serializer_id, r.payload)
-            except WireError:
-                message = UndecodableMessage(describe_payload(r.payload))
-            sender: Any = None
-            recipient: ActorRef = self.system.dead_letters
-            try:
-                if r.sender is not None:
-                    sender = self.ref_from_wire(*r.sender)
-                recipient = RemoteActorRef(
-                    self, ActorPath(name, _elements(path), None, node), uid, path
-                )
-            except Exception:  # a malformed ref: the message is still reported
-                _log.debug("a malformed ref in the inbox of %s", node, exc_info=True)
-            n += 1
-            self.system.publish_dead_letter(message, sender, recipient)
-        return n
-
-    def _publish(self, event: ClusterEvent) -> None:
-        _log.info("cluster node %s: %s", self.address_str, event)
-        self.system.event_stream.publish(event)
-        for ref, classes in list(self._subscribers.items()):
-            if isinstance(event, classes):
-                ref.tell(event, None)
-
-    # == the Cluster API (hub thread) ===========================================================
-    def members(self) -> tuple[Member, ...]:
-        return tuple(self._members.values())
-
-    def member(self, node_id: str) -> Member | None:
-        """The member ``node_id`` as last seen (any thread: one dict read)."""
-        return self._members.get(node_id)
-
-    def state(self) -> CurrentClusterState:
-        members = self.members()
-        return CurrentClusterState(members, tuple(m for m in members if m.status == "unreachable"))
-
-    def subscribe(self, subscriber: ActorRef, classes: tuple[type, ...]) -> None:
-        self._subscribers[subscriber] = classes
-        subscriber.tell(self.state(), None)
-
-    def unsubscribe(self, subscriber: ActorRef) -> None:
-        self._subscribers.pop(subscriber, None)
-
-    def down(self, node: str) -> bool:
-        """Remove ``node`` from the membership now (blocking I/O: not in the hub greenlet)."""
-        removed = self._call_store(lambda s: s.remove(node, f"downed by {self.node_id}"))
-        if node == self.node_id:
-            if not self.downed:
-                self._self_downed()
-        elif node in self._members:
-            self._publish(self._member_removed(node))
-        else:
-            # Not seen in a view yet: quarantined all the same.
-            self._removed.add(node)
-            self._remote_refs.clear()
-        return bool(removed)
-
-    def _call_store(self, fn: Callable[[Any], Any]) -> Any:
-        try:
-            with self._store_lock:
-                return fn(self._store)
-        except BackendUnavailable as e:
-            raise ClusterError(str(e)) from None
-
-
-def _elements(path: str) -> tuple[str, ...]:
-    if not path.startswith("/"):
-        raise WireError(f"a path must start with '/': {path[:100]!r}")
-    return tuple(e for e in path[1:].split("/") if e)

@@ -1,0 +1,430 @@
+"""The transport of a cluster node (:class:`_Transport`, a part of
+:class:`~gactors.cluster._node.ClusterNode`; docs/internals.md, "The life of a remote
+message").
+
+* **Sending.** ``RemoteActorRef.tell`` -> :meth:`_Transport.send_user` encodes the
+  message at once and :meth:`_Transport._enqueue` appends the record to the
+  destination's pending list; the first record after a flush wakes the *flusher*
+  (:meth:`_Transport._flush_loop`), one greenlet with its own connection, which sends
+  everything pending in one round trip (one entry per destination, split at
+  ``max_message_size``), and :meth:`_Transport._settle` accounts for each entry by its
+  outcome. While a round trip is in flight new records accumulate for the next one,
+  so the number of round trips follows the load, never the number of messages. A
+  failed flush logs one warning (:meth:`_Transport._flush_failed`); the flusher
+  retries with a backoff of 0.05 s doubling to 2 s.
+* **Receiving.** The reader (:meth:`_Transport._read_loop`), one greenlet, reads its
+  inbox (bounded block) and :meth:`_Transport._deliver_batch` decodes each batch and
+  tells each message to its local recipient in a tight loop (no greenlet switch per
+  message). An unknown recipient is a dead letter here; an undecodable entry or
+  record is a warning and a dead letter, and the reader keeps going.
+* **Draining its own inbox** when leaving (:meth:`_Transport._drain_own_inbox`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from time import monotonic
+from typing import Any
+
+import gevent
+
+from gactors import _sysmsg as sm
+from gactors._messages import Status
+from gactors._ref import ActorRef
+from gactors._threads import get_ident
+from gactors.cluster._node_base import _BACKOFF_FIRST, _BACKOFF_MAX, _LEAVE_BUDGET, _NodeBase
+from gactors.cluster._remote import RemoteActorRef
+from gactors.cluster._seam import FULL, GONE, SENT, BackendUnavailable
+from gactors.cluster._serialization import (
+    KIND_SYSTEM,
+    KIND_USER,
+    Record,
+    WireError,
+    describe_payload,
+)
+from gactors.cluster._wire_refs import _QUARANTINED
+from gactors.exceptions import SerializationError
+
+_log = logging.getLogger("gactors.cluster")
+
+# How long one XREAD blocks: bounded so that a half-open connection is noticed and
+# close() never waits long; the socket timeout of the reader is above it.
+_READ_BLOCK_MS = 1000
+_READ_COUNT = 256
+# At most one warning per destination node this often when its inbox is full.
+_FULL_WARNING_INTERVAL = 10.0
+
+
+class UndecodableMessage:
+    """The message of a ``DeadLetter`` for an inbox entry or record that could not be
+    decoded (garbage, unknown tag, too large): ``summary`` describes it."""
+
+    __slots__ = ("summary",)
+
+    def __init__(self, summary: str) -> None:
+        self.summary = summary
+
+    def __repr__(self) -> str:
+        return f"UndecodableMessage({self.summary})"
+
+
+class _Transport(_NodeBase):
+    """Sending, receiving and settling (see the module docstring)."""
+
+    def send_user(self, ref: RemoteActorRef, message: Any, sender: ActorRef | None) -> None:
+        """Encode ``message`` (SerializationError to the caller) and queue it."""
+        rec = self.codec.user_record(ref.rpath, ref._uid, message, sender)
+        if get_ident() != self._tid:
+            self.system.run_in_hub_async(self._enqueue, ref.dest, rec, message, sender, ref)
+        else:
+            self._enqueue(ref.dest, rec, message, sender, ref)
+
+    def send_failure(self, ref: RemoteActorRef, exc: BaseException) -> None:
+        """Reply ``Status.Failure(exc)`` to a remote promise (the asked actor failed)."""
+        try:
+            self.send_user(ref, Status.Failure(exc), None)
+        except SerializationError as e:  # pragma: no cover - exceptions always encode
+            _log.warning("cannot send the failure %r to %s: %s", exc, ref, e)
+
+    def _enqueue(
+        self, dest: str, rec: Record, message: Any, sender: ActorRef | None, ref: ActorRef
+    ) -> None:
+        if dest not in self._members or self.downed:
+            if self.downed or dest in self._removed or self._closing:
+                # A downed node stops sending at once (SPEC §17 "Precisely").
+                self._undeliverable(message, sender, ref)
+                return
+            # A node this one has not seen yet (it joined after our last view): the
+            # message waits for a fresh view, then goes or is a dead letter.
+            held = self._held.get(dest)
+            if held is None:
+                held = self._held[dest] = ([], [])
+            held[0].append(rec)
+            held[1].append((message, sender, ref))
+            if not self._refreshing:
+                self._refreshing = True
+                gevent.spawn(self._refresh_view)
+            return
+        p = self._pending.get(dest)
+        if p is None:
+            p = self._pending[dest] = ([], [])
+        p[0].append(rec)
+        p[1].append((message, sender, ref))
+        if not self._wake_set:
+            self._wake_set = True
+            self._wake.set()
+
+    def _refresh_view(self) -> None:
+        try:
+            with self._store_lock:
+                view = self._store.view()
+        except BackendUnavailable as e:
+            _log.warning("cluster node %s cannot read the membership: %s", self.address_str, e)
+            view = None
+        finally:
+            self._refreshing = False
+        if view is not None and not self._closed:
+            self._apply_view(view, publish=True)
+        held = self._held
+        self._held = {}
+        for dest, (recs, metas) in held.items():
+            if dest in self._members and not self._closing:
+                p = self._pending.get(dest)
+                if p is None:
+                    p = self._pending[dest] = ([], [])
+                p[0].extend(recs)
+                p[1].extend(metas)
+            else:
+                self._dead_letter_all(metas)
+        if self._pending and not self._wake_set:
+            self._wake_set = True
+            self._wake.set()
+
+    def _undeliverable(self, message: Any, sender: ActorRef | None, ref: ActorRef) -> None:
+        if isinstance(message, sm.SystemMessage):
+            self._watch_undeliverable(message, ref)
+            return
+        self.system.publish_dead_letter(message, sender, ref)
+
+    def _dead_letter_all(self, metas: list[tuple[Any, Any, ActorRef]]) -> None:
+        for message, sender, ref in metas:
+            self._undeliverable(message, sender, ref)
+
+    def _flush_loop(self) -> None:
+        outbox = self.backend.outbox()
+        delay = _BACKOFF_FIRST
+        split = self.codec.split_batches
+        max_unread = self.settings.inbox_max_unread
+        try:
+            while True:
+                self._wake.wait()
+                self._wake.clear()
+                self._wake_set = False
+                pending = self._pending
+                if not pending:
+                    if self._closing:
+                        return
+                    continue
+                self._pending = {}
+                if self.downed:
+                    for _, metas in pending.values():
+                        self._dead_letter_all(metas)
+                    continue
+                entries: list[tuple[str, bytes]] = []
+                # The messages of each entry, in step with ``entries``.
+                spans: list[list[tuple[Any, Any, ActorRef]]] = []
+                members = self._members
+                for dest, (recs, metas) in pending.items():
+                    if dest not in members:
+                        self._dead_letter_all(metas)
+                        continue
+                    try:
+                        parts = split(recs)
+                    except Exception:
+                        _log.exception("cannot encode a batch for %s", dest)
+                        self._dead_letter_all(metas)
+                        continue
+                    if len(parts) == 1:
+                        entries.append((dest, parts[0][0]))
+                        spans.append(metas)
+                        continue
+                    start = 0
+                    for data, n in parts:
+                        entries.append((dest, data))
+                        spans.append(metas[start : start + n])
+                        start += n
+                if not entries:
+                    continue
+                try:
+                    outcomes = outbox.send(entries, max_unread)
+                except BackendUnavailable as e:
+                    self._settle(entries, spans, e.outcomes)
+                    self._flush_failed(entries, spans[len(e.outcomes) :], e, delay)
+                    if self._closing:
+                        return
+                    gevent.sleep(delay)
+                    delay = min(delay * 2, _BACKOFF_MAX)
+                    # What accumulated meanwhile is tried now.
+                    if self._pending:
+                        self._wake_set = True
+                        self._wake.set()
+                    continue
+                delay = _BACKOFF_FIRST
+                self._settle(entries, spans, outcomes)
+        finally:
+            outbox.close()
+
+    def _settle(
+        self,
+        entries: list[tuple[str, bytes]],
+        spans: list[list[tuple[Any, Any, ActorRef]]],
+        outcomes: Sequence[int],
+    ) -> None:
+        """Account for each entry by its outcome: sent, or dead letters here."""
+        stats = self.stats
+        for i, outcome in enumerate(outcomes):
+            metas = spans[i]
+            if outcome == SENT:
+                stats["sent"] += len(metas)
+                continue
+            stats["dead_letters"] += len(metas)
+            if outcome == FULL:
+                stats["full"] += len(metas)
+                self._warn_full(entries[i][0], len(metas))
+            elif outcome != GONE:
+                _log.warning(
+                    "cluster node %s: %d message(s) to %s refused by Redis: dead letters",
+                    self.address_str,
+                    len(metas),
+                    entries[i][0],
+                )
+            # GONE: the node left or was removed (our view is behind): as for a
+            # node that is not a member, the messages are dead letters here.
+            self._dead_letter_all(metas)
+
+    def _flush_failed(
+        self,
+        entries: list[tuple[str, bytes]],
+        spans: list[list[tuple[Any, Any, ActorRef]]],
+        error: BackendUnavailable,
+        delay: float,
+    ) -> None:
+        n = sum(len(m) for m in spans)
+        if not n:
+            return
+        if not error.maybe_sent:
+            # Nothing was written: they certainly did not arrive.
+            self.stats["dead_letters"] += n
+            _log.warning(
+                "cluster node %s: %d message(s) not sent, dead letters: %s; retrying in %.2f s",
+                self.address_str,
+                n,
+                error,
+                delay,
+            )
+            for metas in spans:
+                self._dead_letter_all(metas)
+            return
+        # Written, with no answer (a timeout, a connection lost mid-way): they may
+        # have arrived (Redis may execute a command it read before a pause), so they
+        # are never reported as dead letters, which a user might retry (SPEC §17).
+        self.stats["unknown"] += n
+        _log.warning(
+            "cluster node %s: the outcome of %d message(s) to %s is unknown (%s): they may "
+            "or may not have arrived, and are not reported as dead letters; retrying in "
+            "%.2f s",
+            self.address_str,
+            n,
+            ", ".join(sorted({dest for dest, _ in entries[-len(spans) :]})),
+            error,
+            delay,
+        )
+
+    def _warn_full(self, dest: str, n: int) -> None:
+        now = monotonic()
+        if now - self._full_warned.get(dest, -1e9) < _FULL_WARNING_INTERVAL:
+            return
+        if len(self._full_warned) > 1000:
+            self._full_warned.clear()
+        self._full_warned[dest] = now
+        _log.warning(
+            "cluster node %s: the inbox of %s holds %d unread entries or more (its reader "
+            "is behind): %d message(s) to it are dead letters (cluster.inbox_max_unread; "
+            "this warning repeats at most every %.0f s per node)",
+            self.address_str,
+            dest,
+            self.settings.inbox_max_unread,
+            n,
+            _FULL_WARNING_INTERVAL,
+        )
+
+    def _read_loop(self) -> None:
+        reader = self.backend.inbox_reader(self.node_id, max_block_ms=_READ_BLOCK_MS)
+        delay = _BACKOFF_FIRST
+        failing = False
+        deliver = self._deliver_batch
+        try:
+            while not self._closed and not self._draining:
+                try:
+                    batches = reader.read(_READ_BLOCK_MS, _READ_COUNT)
+                except BackendUnavailable as e:
+                    if self._draining:
+                        break  # this node closed its inbox (graceful leave)
+                    if not failing:
+                        _log.warning(
+                            "cluster node %s cannot read its inbox: %s; retrying with backoff",
+                            self.address_str,
+                            e,
+                        )
+                        failing = True
+                    gevent.sleep(delay)
+                    delay = min(delay * 2, _BACKOFF_MAX)
+                    continue
+                if failing:
+                    _log.info("cluster node %s reads its inbox again", self.address_str)
+                    failing = False
+                    delay = _BACKOFF_FIRST
+                for data in batches:
+                    deliver(data)
+        finally:
+            reader.close()
+
+    def _deliver_batch(self, data: bytes) -> None:
+        codec = self.codec
+        try:
+            records = codec.decode_batch(data)
+        except WireError as e:
+            self._undecodable(str(e), describe_payload(data), None)
+            return
+        self.stats["received"] += len(records)
+        remote_refs = self._remote_refs
+        local_refs = self._local_refs
+        decode = codec.decode_message
+        for r in records:
+            try:
+                snd = r.sender
+                if snd is None:
+                    sender: Any = None
+                else:
+                    sender = remote_refs.get(snd)
+                    if sender is None:
+                        sender = self._sender_ref(snd)
+                    if sender is _QUARANTINED:
+                        self._quarantined(r, snd)
+                        continue
+                if r.kind == KIND_USER:
+                    message = decode(r.serializer_id, r.payload)
+                    recipient = local_refs.get(r.recipient)
+                    if recipient is None:
+                        recipient = self._recipient(r.recipient)
+                    recipient.tell(message, sender)
+                elif r.kind == KIND_SYSTEM:
+                    self._system_record(r)
+                else:
+                    raise WireError(f"a record of unknown kind {r.kind!r}")
+            except WireError as e:
+                self._undecodable(str(e), describe_payload(r.payload), r.recipient[0])
+            except Exception:
+                _log.exception("cluster node %s: cannot deliver a record", self.address_str)
+
+    def _quarantined(self, r: Record, snd: tuple[str, str, int]) -> None:
+        try:
+            message: Any = self.codec.decode_record(r)
+        except WireError:
+            message = UndecodableMessage(describe_payload(r.payload))
+        if isinstance(message, sm.SystemMessage):
+            return
+        self.system.publish_dead_letter(message, None, self._resolve_local(*r.recipient))
+        _log.debug("dropped a message from removed node %s (quarantined)", snd[0])
+
+    def _undecodable(self, error: str, summary: str, path: str | None) -> None:
+        _log.warning(
+            "cluster node %s dropped an undecodable %s: %s",
+            self.address_str,
+            "entry" if path is None else f"message for {path}",
+            error,
+        )
+        recipient: ActorRef = self.system.dead_letters
+        if path is not None:
+            try:
+                recipient = self._resolve_local(path, 0)
+            except WireError:
+                pass
+        self.system.publish_dead_letter(UndecodableMessage(summary), None, recipient)
+
+    def _drain_own_inbox(self) -> None:
+        """Graceful leave, after the hand-overs and before the user actors stop: close
+        the inbox (senders dead-letter what they send from now on) and deliver what
+        was still unread in it, after everything the reader already had (SPEC §17
+        "Precisely": a leaving node processes or dead-letters its whole inbox)."""
+        if self.downed or self._closed or self._draining:
+            return
+        self._draining = True
+        batches: list[bytes] | None = None
+        try:
+            with gevent.Timeout(_LEAVE_BUDGET, False), self._store_lock:
+                batches = self._store.drain_inbox(self.node_id)
+        except BackendUnavailable as e:
+            _log.warning(
+                "cluster node %s cannot close its inbox: %s; what is unread in it becomes "
+                "dead letters on the node that removes this one",
+                self.address_str,
+                e,
+            )
+        reader = self._reader
+        if reader is not None and not reader.dead:
+            # Deleting the inbox ends a blocked read at once; a read that returned
+            # before it is delivered first (the order per sender is kept).
+            reader.join(_LEAVE_BUDGET)
+            if not reader.dead:
+                reader.kill(block=False)
+        if batches:
+            _log.info(
+                "cluster node %s: %d unread entr%s of its inbox delivered before leaving",
+                self.address_str,
+                len(batches),
+                "y" if len(batches) == 1 else "ies",
+            )
+            for data in batches:
+                self._deliver_batch(data)
