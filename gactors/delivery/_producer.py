@@ -50,6 +50,13 @@ class _Send:
         self.result = result
 
 
+class _Ready:
+    __slots__ = ("result",)
+
+    def __init__(self, result: AsyncResult) -> None:
+        self.result = result
+
+
 class _Tick:
     """The resend timer's message."""
 
@@ -126,7 +133,10 @@ class _ProducerLogic:
     def _resend_all(self) -> None:
         now = time.monotonic()
         for eid in list(self.machine.queues):
-            for out in self.machine.resend(eid, now):
+            outs = self.machine.resend(eid, now)
+            self.sender_obj.stats.resent += len(outs)
+            _count_resent(len(outs))
+            for out in outs:
                 self._tell(out)
 
     def _park(self, m: _Send) -> bool:
@@ -166,6 +176,8 @@ class _VolatileProducer(_ProducerLogic, Actor):
             self._confirm(m)
         elif m is _TICK:
             self._tick()
+        elif type(m) is _Ready:
+            m.result.set(True)
         else:
             self.unhandled(m)
 
@@ -232,6 +244,8 @@ class _DurableProducer(_ProducerLogic, PersistentActor):
             self._confirm(m)
         elif m is _TICK:
             self._tick()
+        elif type(m) is _Ready:
+            m.result.set(True)
         else:
             self.unhandled(m)
 
@@ -332,6 +346,14 @@ class ReliableSender:
         result: AsyncResult = AsyncResult()
         self._ref.tell(_Send(entity_id, message, result), None)
         return int(result.get(timeout=timeout))
+
+    def ready(self, timeout: float | None = None) -> ReliableSender:
+        """Wait until the producer runs (a durable one: recovered, its unconfirmed
+        messages sent again); returns self. ``gevent.Timeout`` after ``timeout``."""
+        result: AsyncResult = AsyncResult()
+        self._ref.tell(_Ready(result), None)
+        result.get(timeout=timeout)
+        return self
 
     def pending(self, entity_id: str) -> int:
         """How many messages to ``entity_id`` are queued and not yet confirmed."""
