@@ -31,7 +31,7 @@ from typing import Any, ClassVar
 from gactors.delivery import _metrics
 from gactors.delivery._messages import Delivery, Seen, Tagged, TaggedSnapshot
 from gactors.delivery._protocol import Consumer, Verdict
-from gactors.persistence import PersistentActor, SnapshotOffer
+from gactors.persistence import DurableStateActor, PersistentActor, SnapshotOffer
 from gactors.persistence._actor import _DEFER
 
 __all__ = ["ReliableEntity"]
@@ -178,6 +178,14 @@ class ReliableEntity:
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
+        if issubclass(cls, DurableStateActor):
+            # Its whole state is one value written at once: the books would have to be
+            # part of it, which the mixin cannot do behind the class's back.
+            raise TypeError(
+                f"{cls.__qualname__}: ReliableEntity works with an Actor or a PersistentActor, "
+                "not a DurableStateActor (take Delivery messages yourself and keep the last "
+                "sequence_nr per producer_id in your state, then call delivery.confirm())"
+            )
         persistent = issubclass(cls, PersistentActor)
         cls._gactors_reliable_persistent = persistent
         wrappers = _WRAPPERS if persistent else {"receive": _wrap_receive}

@@ -265,3 +265,12 @@ def test_a_restarted_storeless_sender_starts_a_new_epoch_that_is_accepted(
     assert second.send("z", "two") == 1
     wait_until(lambda: second.pending("z") == 0)
     assert [(s, m) for _, s, m in LOG["z"]] == [(1, "one"), (1, "two")]
+
+
+def test_a_durable_state_actor_is_refused_with_the_reason() -> None:
+    from gactors.persistence import DurableStateActor
+
+    with pytest.raises(TypeError, match="DurableStateActor"):
+
+        class Bad(ReliableEntity, DurableStateActor):
+            pass
