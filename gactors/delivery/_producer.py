@@ -210,29 +210,36 @@ class _DurableProducer(_ProducerLogic, PersistentActor):
         self._setup(sender_obj)
         self.persistence_id = f"delivery|{sender_obj.type_name}|{sender_obj.producer_id}"
         self.machine.restore({"epoch": 0, "queues": {}})
+        # What the journal holds, event for event (changed only by recovery and by the
+        # handlers, which run once a write is stored): the snapshots are taken of it.
+        # ``machine`` runs ahead of it by the writes in flight, which a snapshot must
+        # not contain (a message in it whose event was never stored would be sent
+        # after a restart although ``send`` never returned for it).
+        self.stored = Producer(0, sender_obj.window)
         self.epoch_stored = False
 
     def post_stop(self) -> None:
         self._fail_waiting()
 
     def snapshot_state(self) -> Any:
-        return self.machine.snapshot()
+        return self.stored.snapshot()
 
     def receive_recover(self, event: Any) -> None:
         t = type(event)
         if t is Queued:
-            self.machine.apply_queued(event.entity_id, event.sequence_nr, event.message)
+            self.stored.apply_queued(event.entity_id, event.sequence_nr, event.message)
         elif t is Confirmed:
-            self.machine.apply_confirmed(event.entity_id, event.sequence_nr)
+            self.stored.apply_confirmed(event.entity_id, event.sequence_nr)
         elif t is Epoch:
-            self.machine.epoch = event.epoch
+            self.stored.epoch = event.epoch
             self.epoch_stored = True
         elif t is SnapshotOffer:
-            self.machine.restore(event.snapshot)
+            self.stored.restore(event.snapshot)
             self.epoch_stored = True
         elif event is RecoveryCompleted:
+            self.machine.restore(self.stored.snapshot())
             if not self.epoch_stored:
-                self.machine.epoch = time.time_ns()
+                self.machine.epoch = self.stored.epoch = time.time_ns()
                 self.persist(Epoch(self.machine.epoch), lambda _: None)
             n = sum(len(q.unconfirmed) for q in self.machine.queues.values())
             if n:
@@ -259,15 +266,19 @@ class _DurableProducer(_ProducerLogic, PersistentActor):
         out = self.machine.queue(m.entity_id, m.message, time.monotonic())
 
         def stored(_: Any, out: Outgoing = out, m: _Send = m) -> None:
+            self.stored.apply_queued(out.entity_id, out.seq, out.message)
             self.sender_obj.stats.sent += 1
             m.result.set(out.seq)
             self.tell_copy(out)
 
         self.persist_async(Queued(out.entity_id, out.seq, out.message), stored)
 
+    def _confirm_stored(self, event: Confirmed) -> None:
+        self.stored.apply_confirmed(event.entity_id, event.sequence_nr)
+
     def _confirm(self, m: Confirm) -> None:
         if self.machine.confirm(m.entity_id, m.epoch, m.sequence_nr, time.monotonic()):
-            self.persist_async(Confirmed(m.entity_id, m.sequence_nr), lambda _: None)
+            self.persist_async(Confirmed(m.entity_id, m.sequence_nr), self._confirm_stored)
             w = self.waiting.get(m.entity_id)
             while w and self.machine.can_queue(m.entity_id):
                 self._queue(w.popleft())

@@ -274,3 +274,22 @@ def test_a_durable_state_actor_is_refused_with_the_reason() -> None:
 
         class Bad(ReliableEntity, DurableStateActor):
             pass
+
+
+def test_durable_sender_snapshots_hold_only_stored_messages(
+    node: ActorSystem, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from gactors.delivery import _producer
+
+    # A snapshot every 3 events while sends keep writes in flight: a snapshot of the
+    # live queues would hold messages whose events come after it (recovery then sees
+    # them twice and fails).
+    monkeypatch.setattr(_producer._DurableProducer, "snapshot_every", 3)
+    ClusterSharding(node).start("Sil", Props(Silent), passivate_idle_after=None)
+    first = ReliableSender(node, "Sil", "p9", window=100, resend_after=30)
+    gevent.joinall([gevent.spawn(first.send, f"s{i % 4}", i) for i in range(40)], timeout=10)
+    first.stop()
+    gevent.sleep(0.3)
+    second = ReliableSender(node, "Sil", "p9", window=100, resend_after=30).ready(10)
+    assert sum(second.pending(f"s{k}") for k in range(4)) == 40
+    assert second.send("s0", "next") == 11
