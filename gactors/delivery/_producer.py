@@ -26,7 +26,8 @@ from gactors._actor import Actor
 from gactors._props import Props
 from gactors.delivery._messages import Confirm, Confirmed, Delivery, Epoch, Queued
 from gactors.delivery._protocol import Outgoing, Producer
-from gactors.persistence import PersistentActor, RecoveryCompleted, SnapshotOffer
+from gactors.persistence import PersistentActor, RecoveryCompleted, SnapshotOffer, WriteRejected
+from gactors.persistence._codec import codec
 
 if TYPE_CHECKING:
     from gactors._ref import ActorRef
@@ -261,6 +262,19 @@ class _DurableProducer(_ProducerLogic, PersistentActor):
             self.unhandled(m)
 
     def _queue(self, m: _Send) -> None:
+        # A message the journal would refuse (not encodable, too large) must not get a
+        # sequence number: the numbers it would leave behind could never be filled.
+        q = self.machine.queues.get(m.entity_id)
+        seq = 1 if q is None else q.next_seq
+        try:
+            codec().encode_for_store(
+                Queued(m.entity_id, seq, m.message),
+                f"a message of {self.sender_obj}",
+                self._persistence.settings.max_payload_size,
+            )
+        except WriteRejected as e:
+            m.result.set_exception(e)
+            return
         # The window counts it at once; the send returns and the copy leaves once the
         # event is stored (persist_async: many sends share one write).
         out = self.machine.queue(m.entity_id, m.message, time.monotonic())
@@ -356,9 +370,11 @@ class ReliableSender:
 
     def send(self, entity_id: str, message: Any, *, timeout: float | None = None) -> int:
         """Queue ``message`` for ``entity_id`` and return its sequence number once it is
-        queued (durable: stored). Blocks while ``window`` messages to that entity are
-        unconfirmed; ``timeout`` (seconds, None: no limit) bounds the wait, then
-        ``gevent.Timeout`` is raised and the message is *not* withdrawn."""
+        queued (durable: stored; a message the store cannot take raises
+        :class:`~gactors.persistence.WriteRejected` and is not queued). Blocks while
+        ``window`` messages to that entity are unconfirmed; ``timeout`` (seconds, None:
+        no limit) bounds the wait, then ``gevent.Timeout`` is raised and the message is
+        *not* withdrawn."""
         if not isinstance(entity_id, str):
             raise TypeError(f"entity_id must be a str, not {type(entity_id).__name__}")
         actor = self.fast_path

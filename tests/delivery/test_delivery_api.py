@@ -293,3 +293,15 @@ def test_durable_sender_snapshots_hold_only_stored_messages(
     second = ReliableSender(node, "Sil", "p9", window=100, resend_after=30).ready(10)
     assert sum(second.pending(f"s{k}") for k in range(4)) == 40
     assert second.send("s0", "next") == 11
+
+
+def test_durable_sender_refuses_a_message_the_store_cannot_take(node: ActorSystem) -> None:
+    from gactors.persistence import WriteRejected
+
+    ClusterSharding(node).start("Sil", Props(Silent), passivate_idle_after=None)
+    sender = ReliableSender(node, "Sil", "p10", resend_after=30)
+    with pytest.raises(WriteRejected, match="p10"):
+        sender.send("s", object(), timeout=5)
+    # Nothing was numbered: the next message is 1.
+    assert sender.pending("s") == 0
+    assert sender.send("s", "ok", timeout=5) == 1
