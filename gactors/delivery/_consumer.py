@@ -1,10 +1,12 @@
 """``ReliableEntity``: the consumer side, as a mixin of an entity class.
 
 For an ``Actor``: ``receive`` gets the message of each new :class:`Delivery` (the
-delivery itself is ``self.delivery`` meanwhile); when ``receive`` returns, the mixin
-confirms. Duplicates and out-of-order copies never reach ``receive``. The books (the
-last processed sequence number per producer) live in memory: a restarted entity
-starts from what the producer still has unconfirmed.
+delivery itself is ``self.delivery`` meanwhile); once ``receive`` returned, the mixin
+confirms -- at once when the mailbox is empty, else after the next messages (at most
+``CONFIRM_EVERY`` deliveries later, or when the mailbox runs empty), with one
+cumulative confirm per producer for all of them. Duplicates and out-of-order copies
+never reach ``receive``. The books (the last processed sequence number per producer)
+live in memory: a restarted entity starts from what the producer still has unconfirmed.
 
 For a ``PersistentActor``: ``receive_command`` gets the message. Every event it
 persists while handling the delivery is stored wrapped with the delivery's
@@ -69,19 +71,39 @@ def _confirm_last(self: Any, d: Delivery) -> None:
         d.reply_to.tell(Confirm(d.producer_id, d.entity_id, last[0], last[1]), None)
 
 
+#: A plain entity confirms when its mailbox is empty, or after this many deliveries.
+CONFIRM_EVERY = 16
+
+
 def _wrap_receive(f: Any) -> Any:
     def receive(self: Any, message: Any) -> None:
-        if type(message) is not Delivery:
-            f(self, message)
-            return
-        if not _answer_copy(self, message):
-            return
-        self.delivery = message
         try:
-            f(self, message.message)
+            if type(message) is not Delivery:
+                f(self, message)
+                return
+            if not _answer_copy(self, message):
+                return
+            self.delivery = message
+            try:
+                f(self, message.message)
+            finally:
+                self.delivery = None
+            # Confirms are cumulative: while more messages wait in the mailbox, the
+            # newest processed delivery per producer is confirmed once for all of them.
+            to_confirm = self.__dict__.get("_gactors_to_confirm")
+            if to_confirm is None:
+                to_confirm = self.__dict__["_gactors_to_confirm"] = {}
+            to_confirm[message.producer_id] = message
+            self._gactors_unconfirmed = self.__dict__.get("_gactors_unconfirmed", 0) + 1
         finally:
-            self.delivery = None
-        message.confirm()
+            to_confirm = self.__dict__.get("_gactors_to_confirm")
+            if to_confirm and (
+                not self._gactors_cell.mailbox or self._gactors_unconfirmed >= CONFIRM_EVERY
+            ):
+                for d in to_confirm.values():
+                    d.confirm()
+                to_confirm.clear()
+                self._gactors_unconfirmed = 0
 
     setattr(receive, _MARK, True)
     receive.__doc__ = f.__doc__
