@@ -134,7 +134,9 @@ def test_sqlite_batches_are_one_transaction_and_run_off_the_hub(tmp_path: Path) 
             nonlocal ticks
             while True:
                 ticks += 1
-                gevent.sleep(0)
+                # Not sleep(0): a greenlet that never waits keeps the GIL from the
+                # writer thread (CI saw the write take over 60 s on a loaded machine).
+                gevent.sleep(0.001)
 
         t = gevent.spawn(ticker)
         gevent.sleep(0)
