@@ -152,9 +152,9 @@ def test_api_state_members_trees_singleton_and_shards(served: Served) -> None:
         addr = f"gactors://{served.name}@{node}"
         assert by_shard.get(s, (addr, 0))[0] == addr, "one node per shard"
         by_shard[s] = (addr, by_shard.get(s, (addr, 0))[1] + 1)
-    assert {n for n, _ in by_shard.values()} == {served.a_address, b.address}, (
-        "with 16 entities over 8 shards both nodes host some (rendezvous hashing, fixed ids)"
-    )
+    # Rendezvous hashing over node ids that are new every run: usually both nodes host
+    # some of the 8 shards, but all 8 on one node happens (1 run in 128; CI met it).
+    assert {n for n, _ in by_shard.values()} <= {served.a_address, b.address}
     svc_node = b.command(cmd="singleton-ask", name="svc", message=["who"])["reply"][0]
     assert f"gactors://{served.name}@{svc_node}" == b.address
 
