@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import deque
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from gevent.event import AsyncResult
@@ -83,6 +84,9 @@ class _ProducerLogic:
     machine: Producer
     waiting: dict[str, deque[_Send]]
     refs: dict[str, EntityRef]
+    # Each producer queues and confirms in its own way (the durable one persists first).
+    _queue: Callable[[_Send], None]
+    _confirm: Callable[[Confirm], None]
 
     def _setup(self, sender_obj: ReliableSender) -> None:
         self.sender_obj = sender_obj
@@ -141,6 +145,20 @@ class _ProducerLogic:
             for out in outs:
                 self.tell_copy(out)
 
+    def _handle(self, m: Any) -> None:
+        """The producer's commands, the same for the volatile and the durable one."""
+        if type(m) is _Send:
+            if not self._park(m):
+                self._queue(m)
+        elif type(m) is Confirm:
+            self._confirm(m)
+        elif m is _TICK:
+            self._tick()
+        elif type(m) is _Ready:
+            m.result.set(True)
+        else:
+            self.unhandled(m)  # type: ignore[attr-defined]  # the Actor side
+
     def _park(self, m: _Send) -> bool:
         """Queue ``m`` now if the window allows and nobody waits before it."""
         w = self.waiting.get(m.entity_id)
@@ -174,17 +192,7 @@ class _VolatileProducer(_ProducerLogic, Actor):
         self._fail_waiting()
 
     def receive(self, m: Any) -> None:
-        if type(m) is _Send:
-            if not self._park(m):
-                self._queue(m)
-        elif type(m) is Confirm:
-            self._confirm(m)
-        elif m is _TICK:
-            self._tick()
-        elif type(m) is _Ready:
-            m.result.set(True)
-        else:
-            self.unhandled(m)
+        self._handle(m)
 
     def _queue(self, m: _Send) -> None:
         out = self.machine.queue(m.entity_id, m.message, time.monotonic())
@@ -249,17 +257,7 @@ class _DurableProducer(_ProducerLogic, PersistentActor):
             self._start_ticks()
 
     def receive_command(self, m: Any) -> None:
-        if type(m) is _Send:
-            if not self._park(m):
-                self._queue(m)
-        elif type(m) is Confirm:
-            self._confirm(m)
-        elif m is _TICK:
-            self._tick()
-        elif type(m) is _Ready:
-            m.result.set(True)
-        else:
-            self.unhandled(m)
+        self._handle(m)
 
     def _queue(self, m: _Send) -> None:
         # A message the journal would refuse (not encodable, too large) must not get a
