@@ -69,6 +69,12 @@ from redis.exceptions import NoScriptError, RedisError
 from redis.retry import Retry
 from redis.sentinel import Sentinel, SentinelConnectionPool
 
+from gactors.cluster._redis_cluster import (
+    CLUSTER_SCHEME,
+    _ClusterTarget,
+    _parse_cluster_url,
+    new_cluster_client,
+)
 from gactors.cluster._redis_conn import (
     _NO_CLIENT_SETINFO,
     SENTINEL_SCHEME,
@@ -120,6 +126,7 @@ __all__ = [
     "ReplyError",
     "_Script",
     "_execute",
+    "_parse_cluster_url",
     "_parse_sentinel_url",
     "exchange",
     "mask_url",
@@ -347,7 +354,9 @@ class RedisBackend:
     ``unix:///path?db=0``, or for a Sentinel-managed server
     ``redis+sentinel://[user:password@]host:26379[,host:26379...]/service_name[/db]``
     (``?sentinel_password=...`` if the Sentinels have their own; TLS through Sentinel
-    is not supported yet). ``cluster_name`` (the system name) and ``key_prefix``
+    is not supported yet), or for a Redis Cluster
+    ``redis+cluster://[user:password@]host:port[,host:port...]`` (some of its nodes;
+    the others are discovered; no TLS yet). ``cluster_name`` (the system name) and ``key_prefix``
     name the keyspace: two clusters or prefixes never share a key. Creating it does
     not connect (:meth:`ping` does).
 
@@ -369,12 +378,18 @@ class RedisBackend:
         view_removed: int = 100,
         client_name: str | None = None,
     ) -> None:
-        schemes = ("redis://", "rediss://", "unix://", SENTINEL_SCHEME + "://")
+        schemes = (
+            "redis://",
+            "rediss://",
+            "unix://",
+            SENTINEL_SCHEME + "://",
+            CLUSTER_SCHEME + "://",
+        )
         if not isinstance(url, str) or not url.startswith(schemes):
             shown = mask_url(str(url))
             raise ValueError(
-                "cluster url must start with redis://, rediss://, unix:// or "
-                f"redis+sentinel://, not {shown!r}"
+                "cluster url must start with redis://, rediss://, unix://, "
+                f"redis+sentinel:// or redis+cluster://, not {shown!r}"
             )
         for what, value in (("cluster name", cluster_name), ("key prefix", key_prefix)):
             if not isinstance(value, str) or not _NAME_RE.match(value):
@@ -414,9 +429,13 @@ class RedisBackend:
         # Parse once now, so that a malformed URL fails here, not in the first call.
         # (None: a plain URL; read by the connection helpers to check the master.)
         self.sentinel_target: _SentinelTarget | None = None
+        #: What a ``redis+cluster://`` URL names (None otherwise).
+        self.cluster_target: _ClusterTarget | None = None
         try:
             if url.startswith(SENTINEL_SCHEME + "://"):
                 self.sentinel_target = _parse_sentinel_url(url)
+            elif url.startswith(CLUSTER_SCHEME + "://"):
+                self.cluster_target = _parse_cluster_url(url)
             else:
                 redis.connection.parse_url(url)  # type: ignore[no-untyped-call]  # unannotated
         except (ValueError, RedisError) as exc:
@@ -464,7 +483,13 @@ class RedisBackend:
         return BackendUnavailable(self.safe_url, detail, maybe_sent=not isinstance(exc, _NotSent))
 
     def new_client(self, socket_timeout: float, max_connections: int) -> redis.Redis:
-        """A new client with a pool of its own (plain URL or through the Sentinels)."""
+        """A new client with a pool of its own (plain URL, through the Sentinels, or a
+        ``RedisCluster`` client with a pool per master)."""
+        if self.cluster_target is not None:
+            client: Any = new_cluster_client(
+                self, self.cluster_target, socket_timeout, max_connections, _NO_CLIENT_SETINFO
+            )
+            return client  # type: ignore[no-any-return]
         if self.sentinel_target is not None:
             return self._new_sentinel_client(self.sentinel_target, socket_timeout, max_connections)
         pool = redis.BlockingConnectionPool.from_url(

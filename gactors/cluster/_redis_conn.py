@@ -24,6 +24,13 @@ import redis
 from redis.exceptions import NoScriptError, RedisError, ResponseError
 
 from gactors._threads import get_ident
+from gactors.cluster._redis_cluster import (
+    LOST,
+    NOT_SENT,
+    _ClusterRoutes,
+    routed_send,
+    split_commands,
+)
 
 if TYPE_CHECKING:
     from gactors.cluster._redis import RedisBackend
@@ -206,6 +213,7 @@ class _Connections:
         self._held: dict[int, Any] = {}
         self._master_seen: dict[int, Any] = {}
         self._dropped: set[int] = set()
+        self._routes: dict[int, _ClusterRoutes] = {}
         self._closed = False
 
     def client(self) -> redis.Redis:
@@ -228,7 +236,7 @@ class _Connections:
         except (RedisError, OSError) as exc:
             raise self._backend.unavailable(what, exc) from None
 
-    def call_held(self, what: str, fn: Callable[[Any], _T]) -> _T:
+    def call_held(self, what: str, fn: Callable[[Any], _T], key: bytes | None = None) -> _T:
         """``fn(connection)`` on a connection this object keeps checked out of its pool.
 
         The hot paths (the outbox's XADDs, the reader's XREAD) use this: redis-py's
@@ -237,7 +245,12 @@ class _Connections:
         itself (measured here: 118 vs 50 us per XADD, 140 vs 69 us per XREAD under
         gevent). The connection reconnects by itself on the next command after an
         error has dropped it. Errors are mapped like :meth:`call`.
+
+        On a Redis Cluster the connection is the one to the master of ``key``'s slot
+        (required there).
         """
+        if self._backend.cluster_target is not None:
+            return self._call_routed(what, fn, key)
         ident = get_ident()
         conn = self._held.get(ident)
         try:
@@ -268,6 +281,37 @@ class _Connections:
             # the connection is out of step with the server, so it starts anew.
             if conn is not None:
                 self._drop(ident, conn)
+            raise
+
+    def routes(self) -> _ClusterRoutes:
+        """On a Redis Cluster: this thread's held connections, one per master."""
+        ident = get_ident()
+        routes = self._routes.get(ident)
+        if routes is None:
+            routes = self._routes[ident] = _ClusterRoutes(self.client())  # type: ignore[arg-type]
+        return routes
+
+    def _call_routed(self, what: str, fn: Callable[[Any], _T], key: bytes | None) -> _T:
+        if key is None:
+            raise TypeError(f"{what}: a held connection on a Redis Cluster needs a key")
+        name = None
+        try:
+            try:
+                routes = self.routes()
+                name = routes.node_of(key)
+                conn = routes.connection(name)
+            except (RedisError, OSError) as exc:
+                if name is not None:
+                    routes.drop(name)
+                raise _NotSent(f"{type(exc).__name__}: {exc}") from exc
+            return fn(conn)
+        except (RedisError, OSError) as exc:
+            if name is not None:
+                self.routes().drop(name)
+            raise self._backend.unavailable(what, exc) from None
+        except BaseException:
+            if name is not None:
+                self.routes().drop(name)
             raise
 
     def _drop(self, ident: int, conn: Any) -> None:
@@ -318,11 +362,15 @@ class _Connections:
                 conn.disconnect()
             except Exception:  # best effort, like the clients below
                 log.debug("closing a connection of %r failed", self._backend, exc_info=True)
+        routes, self._routes = self._routes, {}
+        for route in routes.values():
+            route.close()
         clients, self._clients = self._clients, {}
         for client in clients.values():
             try:
                 client.close()
-                client.connection_pool.disconnect()
+                if isinstance(client, redis.Redis):
+                    client.connection_pool.disconnect()
             except Exception:  # closing is best effort: the sockets may be gone already
                 log.debug("closing a connection of %r failed", self._backend, exc_info=True)
 
@@ -395,6 +443,9 @@ def exchange(conns: _Connections, what: str, packed: bytes, count: int) -> list[
     :class:`BackendUnavailable` (which of the commands ran is then unknown). One caller
     at a time per thread (the connection is shared by them)."""
 
+    if conns._backend.cluster_target is not None:  # noqa: SLF001
+        return _routed_exchange(conns, what, packed, count)
+
     def run(conn: Any) -> list[Any]:
         _ensure_live(conn)
         conn.send_packed_command([packed], check_health=False)
@@ -409,3 +460,32 @@ def exchange(conns: _Connections, what: str, packed: bytes, count: int) -> list[
         return out
 
     return conns.call_held(what, run)
+
+
+def _routed_exchange(conns: _Connections, what: str, packed: bytes, count: int) -> list[Any]:
+    """:func:`exchange` on a Redis Cluster: each command to the master of its slot."""
+    commands = split_commands(packed)
+    if len(commands) != count:
+        raise ValueError(f"{what}: {len(commands)} commands packed, {count} replies expected")
+    try:
+        replies = routed_send(conns.routes(), commands, _ensure_live)
+    except (RedisError, OSError) as exc:
+        raise conns._backend.unavailable(what, exc) from None  # noqa: SLF001
+    lost = [r for r in replies if r is LOST or r is NOT_SENT]
+    if lost:
+        # As on one server: some commands' outcome is unknown (or they did not run).
+        cause: RedisError = _SendFailed(
+            ConnectionError("a Redis Cluster master is unreachable"), True, []
+        )
+        if all(r is NOT_SENT for r in lost) and len(lost) == len(replies):
+            cause = _NotSent("no Redis Cluster master of these keys is reachable")
+        raise conns._backend.unavailable(what, cause)  # noqa: SLF001
+    out: list[Any] = []
+    for r in replies:
+        if isinstance(r, NoScriptError):
+            out.append(ReplyError(str(r), True))
+        elif isinstance(r, ResponseError):
+            out.append(ReplyError(str(r), False))
+        else:
+            out.append(r)
+    return out

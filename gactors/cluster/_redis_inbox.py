@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from redis.exceptions import NoScriptError, RedisError, ResponseError
 
+from gactors.cluster._redis_cluster import LOST, NOT_SENT, routed_send
 from gactors.cluster._redis_conn import _Connections, _ensure_live, _SendFailed
 from gactors.cluster._redis_scripts import _SEND
 from gactors.cluster._seam import REFUSED, BackendUnavailable
@@ -57,6 +58,8 @@ class _RedisOutbox:
             return []
         limit = b"%d" % max_unread
         limit = b"$%d\r\n%s\r\n$" % (len(limit), limit)
+        if self._backend.cluster_target is not None:
+            return self._send_routed(batches, limit)
         # The commands are packed here rather than through redis-py's pipeline: its
         # generic encoder costs more than the round trip (measured: 32k entries/s
         # through the pipeline, over twice that packed here). Everything goes out in
@@ -114,6 +117,51 @@ class _RedisOutbox:
             return outcomes
 
         return self._conn.call_held("send", run)
+
+    def _send_routed(self, batches: Sequence[tuple[str, bytes]], limit: bytes) -> list[int]:
+        """:meth:`send` on a Redis Cluster: each batch to the master of its inbox's
+        slot (every master's share in one write). The outcomes known are reported up
+        to the first batch whose outcome is not (the seam's contract: a prefix)."""
+        commands = [
+            (self._pack_one(item, limit), self._backend.inbox_key(item[0]).encode())
+            for item in batches
+        ]
+
+        def run(routes: Any) -> list[int]:
+            replies = routed_send(routes, commands, _ensure_live)
+            missing = [i for i, r in enumerate(replies) if isinstance(r, NoScriptError)]
+            if missing:
+                # A master that forgot the script (restart, SCRIPT FLUSH, a replica
+                # promoted after a restart): none of these ran there, so they are
+                # sent again, in order, once it is loaded on their masters.
+                for name in {routes.node_of(commands[i][1]) for i in missing}:
+                    conn = routes.connection(name)
+                    conn.send_command("SCRIPT", "LOAD", _SEND.source)
+                    conn.read_response()
+                again = routed_send(routes, [commands[i] for i in missing], _ensure_live)
+                for i, reply in zip(missing, again, strict=True):
+                    replies[i] = reply
+            outcomes: list[int] = []
+            for i, reply in enumerate(replies):
+                if reply is LOST or reply is NOT_SENT:
+                    # The seam reports a prefix of outcomes: the rest is unknown
+                    # unless none of it was written.
+                    written = any(r is not NOT_SENT for r in replies[i:])
+                    raise _SendFailed(
+                        ConnectionError("a Redis Cluster master is unreachable"),
+                        written,
+                        outcomes,
+                    )
+                if isinstance(reply, ResponseError):
+                    log.warning("%r: a batch for %s was refused: %s", self, batches[i][0], reply)
+                    reply = REFUSED
+                outcomes.append(int(reply))
+            return outcomes
+
+        try:
+            return run(self._conn.routes())
+        except (RedisError, OSError) as exc:
+            raise self._backend.unavailable("send", exc) from None
 
     def _pack_one(self, item: tuple[str, bytes], limit: bytes) -> bytes:
         node, batch = item
@@ -215,7 +263,7 @@ class _RedisInboxReader:
         if count <= 0:
             raise ValueError(f"count must be > 0, not {count!r}")
         if self._recover:
-            recovered = self._conn.call_held("read", self._take_back)
+            recovered = self._conn.call_held("read", self._take_back, self._key_bytes)
             self._recover = False
             if recovered:
                 return recovered
@@ -248,7 +296,7 @@ class _RedisInboxReader:
 
         # The raw RESP2 reply: nil, or [[key, [[id, [field, value, ...]], ...]]].
         try:
-            reply = self._conn.call_held("read", run)
+            reply = self._conn.call_held("read", run, self._key_bytes)
         except BackendUnavailable:
             self._recover = True
             raise
@@ -260,6 +308,12 @@ class _RedisInboxReader:
         self._last_empty = False
         batches: list[bytes] = []
         for _stream, entries in reply:
+            if entries and _id_key(entries[0][0]) <= _id_key(self._last_id):
+                # Entries this reader returned already: the group's cursor went back,
+                # which a failover to a replica that had not yet seen the last reads
+                # does (Redis Cluster, Sentinel). Never hand a batch on twice.
+                entries = [e for e in entries if _id_key(e[0]) > _id_key(self._last_id)]
+                log.warning("%r: the inbox's read cursor went back (a failover?)", self)
             got, last = _batches_of(entries)
             if last is not None:
                 self._last_id = last
