@@ -55,7 +55,7 @@ __all__ = ["ClusterNode", "UndecodableMessage", "make_backend", "make_node_id"]
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
 
 #: The URL schemes of the Redis engine (``_redis.py``), the one engine so far.
-_REDIS_SCHEMES = ("redis", "rediss", "unix", "redis+sentinel")
+_REDIS_SCHEMES = ("redis", "rediss", "unix", "redis+sentinel", "redis+cluster")
 
 
 def make_node_id() -> str:
@@ -77,8 +77,8 @@ def make_backend(url: str, cluster_name: str, key_prefix: str, client_name: str)
 
     if scheme not in _REDIS_SCHEMES:
         raise ValueError(
-            "cluster url must start with redis://, rediss://, unix:// or "
-            f"redis+sentinel://, not {mask_url(str(url))!r}"
+            "cluster url must start with redis://, rediss://, unix://, redis+sentinel:// "
+            f"or redis+cluster://, not {mask_url(str(url))!r}"
         )
     return RedisBackend(url, cluster_name, key_prefix, client_name=client_name)
 

@@ -9,7 +9,8 @@ the layers built on the cluster use are re-exported here.
 
 Keys (``P`` = ``<key_prefix>:<cluster_name>``). The small control keyspace is
 hash-tagged (``{P}``) so that every script touches one hash slot and also runs on
-Redis Cluster; the inboxes are not, so that they spread over the slots:
+Redis Cluster (``redis+cluster://``, ``_redis_cluster.py``); the inboxes are not (each
+is one key, touched alone), so that they spread over the slots:
 
 ==========================  ==========================================================
 ``{P}:members``             ZSET node -> server time (ms) of its last heartbeat
@@ -20,6 +21,9 @@ Redis Cluster; the inboxes are not, so that they spread over the slots:
 ``{P}:reasons``             HASH node -> why it was removed (diagnostics)
 ``{P}:lease:<name>``        HASH owner, token; expires with the lease (PEXPIRE)
 ``{P}:fence:<name>``        INT, the last fencing token of the lease (never expires)
+                            (on a Redis Cluster: ``{P:lease:<name>}:lease`` and
+                            ``:fence``, a tag per lease, so leases spread over the
+                            masters; see :meth:`RedisBackend.lease_keys`)
 ``P:inbox:<node>``          STREAM of batches (field ``d``) with one consumer group
                             (``g``) whose cursor records what the node read; created
                             by its node's join, expires ``2 * down_after`` after its
@@ -54,6 +58,7 @@ its password masked.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import re
@@ -305,6 +310,10 @@ class _RedisLeaseStore:
         self._conn.close()
 
 
+def _sha1(text: str) -> str:
+    return hashlib.sha1(text.encode()).hexdigest()
+
+
 def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
@@ -463,8 +472,17 @@ class RedisBackend:
         )
 
     def lease_keys(self, name: str) -> tuple[str, str]:
-        """The keys of lease ``name``: the lease and its fencing counter."""
-        return f"{self._tag}:lease:{name}", f"{self._tag}:fence:{name}"
+        """The keys of lease ``name``: the lease and its fencing counter.
+
+        On one server (and Sentinel) they share the control keys' tag, as they always
+        did (a rolling upgrade must find its leases where the old nodes keep them). On
+        a Redis Cluster each lease has a tag of its own, so that the renewals of many
+        shards spread over the masters instead of loading the control slot's."""
+        if self.cluster_target is None:
+            return f"{self._tag}:lease:{name}", f"{self._tag}:fence:{name}"
+        inner = name if "{" not in name and "}" not in name else "#" + _sha1(name)
+        tag = "{" + f"{self.key_prefix}:{self.cluster_name}:lease:{inner}" + "}"
+        return f"{tag}:lease", f"{tag}:fence"
 
     # -- connections -------------------------------------------------------------
     def _scrub(self, text: str) -> str:

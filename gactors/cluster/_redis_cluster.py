@@ -151,7 +151,6 @@ def new_cluster_client(
         socket_connect_timeout=backend.connect_timeout,
         socket_keepalive=True,
         retry=Retry(NoBackoff(), 0),
-        cluster_error_retry_attempts=0,
         # A cluster with a master down still serves the other slots.
         require_full_coverage=False,
         max_connections=max_connections,

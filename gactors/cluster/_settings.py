@@ -66,10 +66,13 @@ class ClusterSettings:
 def _url(key: str, value: Any) -> str:
     if not isinstance(value, str):
         raise ConfigError(f"setting {key!r} must be a str, not {type(value).__name__}")
-    # redis+sentinel:// names a Sentinel-managed master (see the operations docs).
-    if not value.startswith(("redis://", "rediss://", "unix://", "redis+sentinel://")):
+    # redis+sentinel:// names a Sentinel-managed master, redis+cluster:// a Redis
+    # Cluster (see the operations docs).
+    schemes = ("redis://", "rediss://", "unix://", "redis+sentinel://", "redis+cluster://")
+    if not value.startswith(schemes):
         raise ConfigError(
-            f"setting {key!r} must start with redis://, rediss://, unix:// or redis+sentinel://"
+            f"setting {key!r} must start with redis://, rediss://, unix://, "
+            "redis+sentinel:// or redis+cluster://"
         )
     return value
 

@@ -313,6 +313,14 @@ class RedisClusterServer:
             f"no replica took over the slots of 127.0.0.1:{killed_port} within {timeout:g} s"
         )
 
+    def restart_node(self, port: int, timeout: float = 30.0) -> None:
+        """Start the (killed) node on ``port`` again: it keeps its ``nodes.conf``, so it
+        rejoins, as a replica of whoever took its slots over; wait until the cluster is
+        healthy and every replica synced."""
+        self.server_on(port).start()
+        self.wait_healthy(timeout)
+        self._wait_replicas_synced(timeout)
+
     def close(self) -> None:
         """Stop every node and delete their directories."""
         for s in self.servers:

@@ -119,7 +119,9 @@ def test_the_objects_implement_the_seam(backend: RedisBackend) -> None:
 
 
 def test_bad_arguments_are_refused_with_a_clear_error(redis_url: str) -> None:
-    with pytest.raises(ValueError, match=r"redis://, rediss://, unix:// or redis\+sentinel://"):
+    with pytest.raises(
+        ValueError, match=r"redis://, rediss://, unix://, redis\+sentinel:// or redis\+cluster://"
+    ):
         RedisBackend("http://u:hunter2@h/0", "shop")
     with pytest.raises(ValueError, match="hash tag") as info:
         RedisBackend(redis_url, "sh{op}")

@@ -1,0 +1,156 @@
+"""The cluster on a real Redis Cluster (3 masters, 3 replicas; issue 27).
+
+The core cases of the cluster suite run here unchanged, on ``redis+cluster://``: this
+module collects them from their own modules (membership, remote tell/ask, remote
+DeathWatch after a SIGKILL, singleton failover, sharding rebalance, a persistent
+entity) and overrides ``redis_url`` with the Redis Cluster's URL, so that they prove
+the same promises on it. A reminder test of its own, and the key layout (every key
+the cluster writes, by slot) complete it. The failover of a master is in
+``test_redis_cluster_failover.py``.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+pytest.importorskip("redis")
+pytest.importorskip("msgspec")
+
+# The cases, collected here with this module's `redis_url` (tests/ is on sys.path:
+# pytest's rootdir-based import of the test packages).
+from cluster.test_cluster import (
+    test_membership_events_and_subscribe,
+    test_remote_ask_tell_forward_and_sender,
+    test_sigkill_terminates_watched_actors_within_the_bound,
+    two,
+    world,
+)
+from cluster.test_sharding import (
+    shards,
+    test_rebalance_on_join_moves_only_the_shards_the_new_node_wins,
+)
+from cluster.test_singleton import (
+    nodes,
+    test_failover_after_sigkill_once_the_lease_expired,
+)
+from persistence.test_redis_cluster import (
+    node,
+    test_an_entity_persists_under_its_default_id_with_its_shard_token,
+)
+
+from gactors import Actor, ActorSystem, Props
+from gactors.cluster import ClusterSharding
+from gactors.reminders import Reminders
+from gactors.testkit._redis_cluster import RedisClusterServer, command, key_slot
+
+__all__ = [
+    "node",
+    "nodes",
+    "shards",
+    "test_an_entity_persists_under_its_default_id_with_its_shard_token",
+    "test_failover_after_sigkill_once_the_lease_expired",
+    "test_membership_events_and_subscribe",
+    "test_rebalance_on_join_moves_only_the_shards_the_new_node_wins",
+    "test_remote_ask_tell_forward_and_sender",
+    "test_sigkill_terminates_watched_actors_within_the_bound",
+    "two",
+    "world",
+]
+
+pytestmark = [pytest.mark.timeout(180)]
+
+
+@pytest.fixture(scope="module")
+def redis_cluster() -> Iterator[RedisClusterServer]:
+    with RedisClusterServer(node_timeout_ms=2000) as cluster:
+        yield cluster
+
+
+@pytest.fixture(scope="module")
+def redis_url(redis_cluster: RedisClusterServer) -> str:
+    """The Redis Cluster's URL, for every case collected above."""
+    return redis_cluster.url
+
+
+# -- a reminder ----------------------------------------------------------------------------
+
+FIRED: list[tuple[float, Any]] = []
+
+
+class Ticket(Actor):
+    def receive(self, message: Any) -> None:
+        FIRED.append((time.time(), message))
+
+
+def test_a_reminder_fires_on_the_redis_cluster(redis_url: str) -> None:
+    FIRED.clear()
+    system = ActorSystem(
+        f"rc{uuid.uuid4().hex[:10]}",
+        config={
+            "cluster": {"url": redis_url, "heartbeat_interval": 0.2, "lease_ttl": 1.5},
+            "reminders": {"tick": 0.2},
+        },
+    )
+    try:
+        ClusterSharding(system).start("ticket", Props(Ticket), number_of_shards=8)
+        start = time.time()
+        Reminders(system).register("ring", "ring", entity=("ticket", "t1"), due=0.5, period=0.4)
+        deadline = time.monotonic() + 15
+        while len(FIRED) < 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(FIRED) >= 3, FIRED
+        assert all(m == "ring" for _, m in FIRED)
+        assert FIRED[0][0] >= start + 0.5 - 0.01
+        assert Reminders(system).unregister("ring", entity=("ticket", "t1"))
+    finally:
+        system.terminate()
+        system.await_termination(15)
+
+
+# -- the key layout ------------------------------------------------------------------------
+
+
+def test_every_key_of_a_node_is_where_the_layout_says(
+    redis_cluster: RedisClusterServer, redis_url: str
+) -> None:
+    # A node with sharding, a lease and an inbox: the control keys share one slot,
+    # each inbox and each lease has its own (so they spread over the masters).
+    name = f"rk{uuid.uuid4().hex[:8]}"
+    cluster = {"url": redis_url, "heartbeat_interval": 0.2, "lease_ttl": 1.5}
+    system = ActorSystem(name, config={"cluster": cluster})
+    try:
+        ClusterSharding(system).start("cart", Props(Ticket), number_of_shards=16)
+        for i in range(16):
+            ClusterSharding(system).entity_ref("cart", f"c{i}").tell("hi")
+        deadline = time.monotonic() + 15
+        keys: list[bytes] = []
+        while time.monotonic() < deadline:
+            keys = []
+            for port in {p for _, _, p in redis_cluster.slot_map()}:
+                keys.extend(command(port, "KEYS", f"*{name}*"))
+            if len([k for k in keys if k.endswith(b":lease")]) >= 8:
+                break
+            time.sleep(0.1)
+        control = {key_slot(k) for k in keys if k.startswith(b"{gactors:%s}" % name.encode())}
+        assert len(control) == 1, keys
+        leases = [k for k in keys if k.endswith((b":lease", b":fence"))]
+        assert len(leases) >= 16, keys
+        # A lease and its fence share their slot (the scripts touch both).
+        for k in leases:
+            if k.endswith(b":lease"):
+                assert key_slot(k) == key_slot(k[: -len(b"lease")] + b"fence")
+        lease_slots = {key_slot(k) for k in leases}
+        assert len(lease_slots) >= 8, "leases spread over slots"
+        masters = {
+            p for f, last, p in redis_cluster.slot_map() for s in lease_slots if f <= s <= last
+        }
+        assert len(masters) >= 2, "and over masters"
+        assert any(b":inbox:" in k for k in keys)
+    finally:
+        system.terminate()
+        system.await_termination(15)
