@@ -39,6 +39,7 @@ from redis.exceptions import (
     AskError,
     ClusterDownError,
     MovedError,
+    RedisClusterException,
     RedisError,
     ResponseError,
     SlotNotCoveredError,
@@ -49,11 +50,14 @@ from redis.retry import Retry
 if TYPE_CHECKING:
     from gactors.cluster._redis import RedisBackend
 
-__all__ = ["CLUSTER_SCHEME", "LOST", "NOT_SENT", "routed_send", "split_commands"]
+__all__ = ["CLUSTER_SCHEME", "ERRORS", "LOST", "NOT_SENT", "routed_send", "split_commands"]
 
 log = logging.getLogger(__name__)
 
 CLUSTER_SCHEME = "redis+cluster"
+#: What a failed call raises: redis-py's cluster client raises RedisClusterException,
+#: which is no RedisError, when no node can be reached or a slot has no master.
+ERRORS = (RedisError, OSError, RedisClusterException)
 #: Seconds between two refreshes of the slot map after errors, per connection set.
 REFRESH_INTERVAL = 0.25
 #: How many times a command refused by a redirection or ``TRYAGAIN`` is sent again.
@@ -211,7 +215,7 @@ class _ClusterRoutes:
         self._stale = False
         try:
             self.client.nodes_manager.initialize()
-        except (RedisError, OSError) as e:
+        except ERRORS as e:
             # Every node known is unreachable: the next error refreshes again.
             log.debug("refreshing the Redis Cluster slot map failed: %s", e)
             self._stale = True
@@ -288,7 +292,7 @@ def routed_send(
                 continue
             try:
                 name = routes.node_of(key)
-            except (RedisError, OSError):
+            except ERRORS:
                 results[i] = NOT_SENT
                 continue
             groups.setdefault(name, []).append(i)
@@ -302,7 +306,7 @@ def routed_send(
             try:
                 conn = routes.connection(name)
                 ensure_live(conn)
-            except (RedisError, OSError) as e:
+            except ERRORS as e:
                 log.debug("cannot reach Redis Cluster master %s: %s", name, e)
                 routes.drop(name)
                 for i in members:
@@ -315,7 +319,7 @@ def routed_send(
                 conn.send_packed_command(
                     [b"".join(commands[i][0] for i in members)], check_health=False
                 )
-            except (RedisError, OSError) as e:
+            except ERRORS as e:
                 log.debug("writing to Redis Cluster master %s failed: %s", name, e)
                 routes.drop(name)
                 for i in members:
@@ -336,7 +340,7 @@ def routed_send(
                         slow = slow or not isinstance(e, (MovedError, AskError))
                         continue
                     reply = e
-                except (RedisError, OSError) as e:
+                except ERRORS as e:
                     log.debug("reading from Redis Cluster master %s failed: %s", name, e)
                     routes.drop(name)
                     for k in members[j:]:

@@ -25,6 +25,7 @@ from redis.exceptions import NoScriptError, RedisError, ResponseError
 
 from gactors._threads import get_ident
 from gactors.cluster._redis_cluster import (
+    ERRORS,
     LOST,
     NOT_SENT,
     _ClusterRoutes,
@@ -233,7 +234,7 @@ class _Connections:
             if self._backend.sentinel_target is not None:
                 self._check_master(client)
             return fn(client)
-        except (RedisError, OSError) as exc:
+        except ERRORS as exc:
             raise self._backend.unavailable(what, exc) from None
 
     def call_held(self, what: str, fn: Callable[[Any], _T], key: bytes | None = None) -> _T:
@@ -267,11 +268,11 @@ class _Connections:
                     # master; connect() asks the Sentinels first.
                     conn.connect()
                     self._dropped.discard(ident)
-            except (RedisError, OSError) as exc:
+            except ERRORS as exc:
                 # Nothing of fn's was written yet.
                 raise _NotSent(f"{type(exc).__name__}: {exc}") from exc
             return fn(conn)
-        except (RedisError, OSError) as exc:
+        except ERRORS as exc:
             if conn is not None:
                 # A reply may be half read: the next command starts on a new socket.
                 self._drop(ident, conn)
@@ -300,12 +301,12 @@ class _Connections:
                 routes = self.routes()
                 name = routes.node_of(key)
                 conn = routes.connection(name)
-            except (RedisError, OSError) as exc:
+            except ERRORS as exc:
                 if name is not None:
                     routes.drop(name)
                 raise _NotSent(f"{type(exc).__name__}: {exc}") from exc
             return fn(conn)
-        except (RedisError, OSError) as exc:
+        except ERRORS as exc:
             if name is not None:
                 self.routes().drop(name)
             raise self._backend.unavailable(what, exc) from None
@@ -469,7 +470,7 @@ def _routed_exchange(conns: _Connections, what: str, packed: bytes, count: int) 
         raise ValueError(f"{what}: {len(commands)} commands packed, {count} replies expected")
     try:
         replies = routed_send(conns.routes(), commands, _ensure_live)
-    except (RedisError, OSError) as exc:
+    except ERRORS as exc:
         raise conns._backend.unavailable(what, exc) from None  # noqa: SLF001
     lost = [r for r in replies if r is LOST or r is NOT_SENT]
     if lost:

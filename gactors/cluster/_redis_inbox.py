@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 from redis.exceptions import NoScriptError, RedisError, ResponseError
 
-from gactors.cluster._redis_cluster import LOST, NOT_SENT, routed_send
-from gactors.cluster._redis_conn import _Connections, _ensure_live, _SendFailed
+from gactors.cluster._redis_cluster import ERRORS, LOST, NOT_SENT, routed_send
+from gactors.cluster._redis_conn import _Connections, _ensure_live, _NotSent, _SendFailed
 from gactors.cluster._redis_scripts import _SEND
 from gactors.cluster._seam import REFUSED, BackendUnavailable
 
@@ -159,8 +159,14 @@ class _RedisOutbox:
             return outcomes
 
         try:
-            return run(self._conn.routes())
-        except (RedisError, OSError) as exc:
+            routes = self._conn.routes()
+        except ERRORS as exc:
+            # The client could not be made (no node reachable): nothing was sent.
+            cause = _NotSent(f"{type(exc).__name__}: {exc}")
+            raise self._backend.unavailable("send", cause) from None
+        try:
+            return run(routes)
+        except ERRORS as exc:
             raise self._backend.unavailable("send", exc) from None
 
     def _pack_one(self, item: tuple[str, bytes], limit: bytes) -> bytes:

@@ -13,8 +13,11 @@ import pytest
 
 redis = pytest.importorskip("redis")
 
+from gactors import ActorSystem  # noqa: E402
+from gactors.cluster import ClusterError  # noqa: E402
 from gactors.cluster._redis import RedisBackend, _parse_cluster_url  # noqa: E402
 from gactors.cluster._redis_cluster import split_commands  # noqa: E402
+from gactors.cluster._seam import BackendUnavailable  # noqa: E402
 from gactors.cluster._settings import load_cluster_settings  # noqa: E402
 from gactors.exceptions import ConfigError  # noqa: E402
 
@@ -113,3 +116,23 @@ def test_the_reader_never_hands_an_entry_on_twice_when_the_cursor_goes_back(
     assert outbox.send([("n1", b"d")]) == [1]
     assert reader.read(100, 10) == [b"d"]
     assert reader.read(10, 10) == []
+
+
+def test_an_unreachable_redis_cluster_is_a_backend_error_naming_no_password() -> None:
+    # redis-py's cluster client raises RedisClusterException (no RedisError) when no
+    # node answers: it is mapped like every other failure.
+    backend = RedisBackend("redis+cluster://ada:s3cr3t@127.0.0.1:1,127.0.0.1:2", "shop")
+    try:
+        with pytest.raises(BackendUnavailable) as info:
+            backend.ping()
+        assert "s3cr3t" not in str(info.value) and "127.0.0.1:1" in str(info.value)
+        with pytest.raises(BackendUnavailable) as info:
+            backend.outbox().send([("n1", b"x")])
+        assert info.value.maybe_sent is False  # nothing written: dead letters, not unknown
+        with pytest.raises(BackendUnavailable):
+            backend.membership().view()
+    finally:
+        backend.close()
+    with pytest.raises(ClusterError) as err:
+        ActorSystem("x", config={"cluster": {"url": "redis+cluster://ada:s3cr3t@127.0.0.1:1"}})
+    assert "unreachable" in str(err.value) and "s3cr3t" not in str(err.value)
