@@ -15,8 +15,10 @@ Every script and multi-key command of the cluster touches one slot (the key layo
 ``_redis.py``), so routing by the first key is routing by the only slot.
 
 A command answered ``MOVED``, ``ASK``, ``TRYAGAIN`` or ``CLUSTERDOWN`` did not run
-(the server refuses before executing): :func:`routed_send` refreshes the slot map and
-sends it again, in order, a few times. A master that cannot be reached makes its
+(the server refuses before executing): :func:`routed_send` sends it again, in order, a
+few times: after ``MOVED`` to the slot's new master (the slot map refreshed), after
+``ASK`` (a slot being migrated whose key moved already) to the node named, preceded
+by ``ASKING``. A master that cannot be reached makes its
 commands :data:`NOT_SENT` (connecting failed: nothing written) or :data:`LOST`
 (written, no reply: they may have run); the slot map is refreshed (at most every
 :data:`REFRESH_INTERVAL`) so that once a replica took over, the next call reaches it.
@@ -62,6 +64,9 @@ ERRORS = (RedisError, OSError, RedisClusterException)
 REFRESH_INTERVAL = 0.25
 #: How many times a command refused by a redirection or ``TRYAGAIN`` is sent again.
 REDIRECT_ATTEMPTS = 4
+
+
+_ASKING = b"*1\r\n$6\r\nASKING\r\n"
 
 
 class _Outcome:
@@ -190,10 +195,26 @@ class _ClusterRoutes:
         if conn is None:
             node = self.client.get_node(node_name=name)  # type: ignore[no-untyped-call]
             if node is None:
-                raise SlotNotCoveredError(f"no node {name} in the slot map")
+                # A node named by an ASK redirection that the slot map does not know.
+                self.refresh(force=True)
+                node = self.client.get_node(node_name=name)  # type: ignore[no-untyped-call]
+                if node is None:
+                    raise SlotNotCoveredError(f"no node {name} in the Redis Cluster's map")
             redis_node = self.client.get_redis_connection(node)
             conn = self.held[name] = redis_node.connection_pool.get_connection()
         return conn
+
+    def load_script(self, source: str) -> None:
+        """``SCRIPT LOAD`` on every master that can be reached (the script cache is
+        per server, and a promoted replica or an importing master may lack it)."""
+        for node in self.client.get_primaries():
+            try:
+                conn = self.connection(node.name)
+                conn.send_command("SCRIPT", "LOAD", source)
+                conn.read_response()
+            except ERRORS as e:
+                log.debug("cannot load a script on %s: %s", node.name, e)
+                self.drop(node.name)
 
     def drop(self, name: str) -> None:
         """Forget (and close) the connection to ``name``; refresh the map soon."""
@@ -238,9 +259,10 @@ def _redirected(exc: ResponseError) -> bool:
 
 
 def split_commands(packed: bytes) -> list[tuple[bytes, bytes | None]]:
-    """Split RESP-encoded commands into ``(command, routing key)``; the key is None for
-    ``WAIT`` (sent to every master the others go to). The routing key is the first
-    key: ``EVAL``/``EVALSHA``'s first of ``KEYS``, else the first argument."""
+    """Split RESP-encoded commands into ``(command, routing key)``. The routing key is
+    the first key: ``EVAL``/``EVALSHA``'s first of ``KEYS``, else the first argument;
+    None for ``WAIT`` and ``SCRIPT`` (sent to every master the others go to, in their
+    place)."""
     out: list[tuple[bytes, bytes | None]] = []
     pos, end = 0, len(packed)
     while pos < end:
@@ -262,7 +284,7 @@ def split_commands(packed: bytes) -> list[tuple[bytes, bytes | None]]:
         key: bytes | None
         if name in (b"EVAL", b"EVALSHA"):
             key = args[3] if len(args) > 3 and int(args[2]) > 0 else b""
-        elif name == b"WAIT":
+        elif name in (b"WAIT", b"SCRIPT"):
             key = None
         else:
             key = args[1] if len(args) > 1 else b""
@@ -278,27 +300,43 @@ def routed_send(
     """Send each ``(command, key)`` to the master of its key's slot and return the
     replies in order: a value, the ``ResponseError`` of an error reply, or
     :data:`NOT_SENT` / :data:`LOST` for a master that could not be reached. A
-    ``WAIT`` (key None) goes to every master that the other commands went to; its
-    reply is the smallest of theirs. The commands of one slot keep their order."""
+    command without a key (``WAIT``, ``SCRIPT``) goes to every master that the other
+    commands go to, in its place among them; its reply is the smallest of theirs (a
+    ``WAIT``'s count) or the first (``SCRIPT LOAD``'s digest, the same everywhere).
+    The commands of one slot keep their order."""
     results: list[Any] = [LOST] * len(commands)
     pending = list(range(len(commands)))
     waits = [i for i, (_, k) in enumerate(commands) if k is None]
     wait_replies: dict[int, list[Any]] = {i: [] for i in waits}
+    # Commands answered ASK (their slot is being migrated and their key moved
+    # already): sent next to the node named, after ASKING.
+    asking: dict[int, str] = {}
     for attempt in range(REDIRECT_ATTEMPTS + 1):
         groups: dict[str, list[int]] = {}
         for i in pending:
             key = commands[i][1]
             if key is None:
                 continue
-            try:
-                name = routes.node_of(key)
-            except ERRORS:
-                results[i] = NOT_SENT
-                continue
+            name = asking.get(i)
+            if name is None:
+                try:
+                    name = routes.node_of(key)
+                except ERRORS:
+                    results[i] = NOT_SENT
+                    continue
             groups.setdefault(name, []).append(i)
-        if waits:
-            for members in groups.values():
-                members.extend(waits)
+        if waits and groups:
+            # Each broadcast command in its place among the others of every group
+            # (a SCRIPT LOAD before the calls it serves, a WAIT after the writes).
+            order = sorted(set(pending) | set(waits))
+            routed = {i: name for name, members in groups.items() for i in members}
+            groups = {name: [] for name in groups}
+            for i in order:
+                if i in wait_replies:
+                    for members in groups.values():
+                        members.append(i)
+                elif i in routed:
+                    groups[routed[i]].append(i)
         again: list[int] = []
         slow = False
         written: dict[str, Any] = {}
@@ -315,10 +353,11 @@ def routed_send(
                     else:
                         results[i] = NOT_SENT
                 continue
+            payload = b"".join(
+                (_ASKING + commands[i][0]) if i in asking else commands[i][0] for i in members
+            )
             try:
-                conn.send_packed_command(
-                    [b"".join(commands[i][0] for i in members)], check_health=False
-                )
+                conn.send_packed_command([payload], check_health=False)
             except ERRORS as e:
                 log.debug("writing to Redis Cluster master %s failed: %s", name, e)
                 routes.drop(name)
@@ -329,15 +368,21 @@ def routed_send(
                         results[i] = LOST
                 continue
             written[name] = conn
+        asked = asking
+        asking = {}
         for name, conn in written.items():
             members = groups[name]
             for j, i in enumerate(members):
                 try:
+                    if i in asked:
+                        conn.read_response()  # ASKING's +OK
                     reply: Any = conn.read_response()
                 except ResponseError as e:
                     if _redirected(e) and i not in wait_replies:
                         again.append(i)
-                        slow = slow or not isinstance(e, (MovedError, AskError))
+                        if isinstance(e, AskError) and not isinstance(e, MovedError):
+                            asking[i] = f"{e.host}:{e.port}"
+                        slow = slow or not isinstance(e, AskError)
                         continue
                     reply = e
                 except ERRORS as e:
@@ -359,7 +404,8 @@ def routed_send(
             for i in again:
                 results[i] = ResponseError("the Redis Cluster kept redirecting the command")
             break
-        routes.refresh(force=True)
+        if len(asking) < len(again):
+            routes.refresh(force=True)  # a MOVED: the slot map changed
         if slow:
             # TRYAGAIN / CLUSTERDOWN: a slot is moving or a failover is under way.
             gevent.sleep(0.05 * (attempt + 1))
@@ -374,5 +420,10 @@ def routed_send(
             results[i] = NOT_SENT
         else:
             errors = [r for r in replies if isinstance(r, Exception)]
-            results[i] = errors[0] if errors else min(int(r) for r in replies)
+            if errors:
+                results[i] = errors[0]
+            elif all(isinstance(r, int) for r in replies):
+                results[i] = min(replies)
+            else:
+                results[i] = replies[0]
     return results

@@ -131,13 +131,10 @@ class _RedisOutbox:
             replies = routed_send(routes, commands, _ensure_live)
             missing = [i for i, r in enumerate(replies) if isinstance(r, NoScriptError)]
             if missing:
-                # A master that forgot the script (restart, SCRIPT FLUSH, a replica
-                # promoted after a restart): none of these ran there, so they are
-                # sent again, in order, once it is loaded on their masters.
-                for name in {routes.node_of(commands[i][1]) for i in missing}:
-                    conn = routes.connection(name)
-                    conn.send_command("SCRIPT", "LOAD", _SEND.source)
-                    conn.read_response()
+                # A master that forgot the script (restart, SCRIPT FLUSH, a promoted
+                # replica, an importing master): none of these ran there, so they
+                # are sent again, in order, once it is loaded on every master.
+                routes.load_script(_SEND.source)
                 again = routed_send(routes, [commands[i] for i in missing], _ensure_live)
                 for i, reply in zip(missing, again, strict=True):
                     replies[i] = reply

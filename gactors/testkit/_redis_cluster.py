@@ -293,6 +293,51 @@ class RedisClusterServer:
             time.sleep(0.1)
         raise RedisServerError(f"the replicas of {self.url} did not sync within {timeout:g} s")
 
+    def node_id(self, port: int) -> str:
+        """The cluster node id of the node on ``port``."""
+        reply = command(port, "CLUSTER", "MYID", host=self.host)
+        if not isinstance(reply, bytes):
+            raise RedisServerError(f"CLUSTER MYID on port {port} answered {reply!r}")
+        return reply.decode()
+
+    def migrate_slot_of(self, key: str | bytes, to_port: int, hold: float = 1.0) -> int:
+        """Move ``key``'s slot to the master on ``to_port`` the way ``redis-cli --cluster
+        reshard`` does (IMPORTING / MIGRATING, ``MIGRATE`` of its keys, then the new
+        owner announced), holding ``hold`` seconds after the keys moved and before
+        the owner is announced: meanwhile the old master answers ``ASK`` for them.
+        Returns the slot."""
+        slot = key_slot(key)
+        src = self.master_of(key)
+        if src == to_port:
+            raise ValueError(f"slot {slot} is on 127.0.0.1:{to_port} already")
+        src_id, dst_id = self.node_id(src), self.node_id(to_port)
+        steps = [
+            (to_port, ("CLUSTER", "SETSLOT", slot, "IMPORTING", src_id)),
+            (src, ("CLUSTER", "SETSLOT", slot, "MIGRATING", dst_id)),
+        ]
+        for port, args in steps:
+            reply = command(port, *args, host=self.host)
+            if isinstance(reply, Exception):
+                raise reply
+        while True:
+            keys = command(src, "CLUSTER", "GETKEYSINSLOT", slot, 100, host=self.host)
+            if not keys:
+                break
+            reply = command(
+                src, "MIGRATE", self.host, to_port, "", 0, 5000, "KEYS", *keys, host=self.host
+            )
+            if isinstance(reply, Exception):
+                raise reply
+        time.sleep(hold)
+        for port in [to_port, src] + [p for p in self._masters() if p not in (src, to_port)]:
+            reply = command(port, "CLUSTER", "SETSLOT", slot, "NODE", dst_id, host=self.host)
+            if isinstance(reply, Exception):
+                raise reply
+        return slot
+
+    def _masters(self) -> list[int]:
+        return sorted({port for _, _, port in self.slot_map()})
+
     def kill_master_of(self, key: str | bytes) -> int:
         """SIGKILL the master serving ``key``'s slot; returns its port."""
         port = self.master_of(key)

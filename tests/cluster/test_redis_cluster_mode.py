@@ -81,10 +81,12 @@ def test_packed_commands_are_split_with_their_routing_key() -> None:
         _pack(b"evalsha", b"f" * 40, b"0", b"x"),
         _pack(b"WAIT", b"1", b"100"),
         _pack(b"XTRIM", b"inbox", b"MINID", b"1-1"),
+        _pack(b"SCRIPT", b"LOAD", b"return 1"),
     ]
     split = split_commands(b"".join(cmds))
     assert [c for c, _ in split] == cmds
-    assert [k for _, k in split] == [b"{a}:h", b"ids", b"", None, b"inbox"]
+    # No key (WAIT, SCRIPT): sent to every master the others go to.
+    assert [k for _, k in split] == [b"{a}:h", b"ids", b"", None, b"inbox", None]
     with pytest.raises(ValueError, match="not a RESP command"):
         split_commands(b"PING\r\n")
 
