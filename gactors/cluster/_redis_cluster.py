@@ -207,7 +207,7 @@ class _ClusterRoutes:
     def load_script(self, source: str) -> None:
         """``SCRIPT LOAD`` on every master that can be reached (the script cache is
         per server, and a promoted replica or an importing master may lack it)."""
-        for node in self.client.get_primaries():
+        for node in self.client.get_primaries():  # type: ignore[no-untyped-call]
             try:
                 conn = self.connection(node.name)
                 conn.send_command("SCRIPT", "LOAD", source)
