@@ -53,7 +53,9 @@ and bounded socket timeouts (the blocking read's timeout is above its longest
 the node's loops own retry and backoff. A command interrupted by a greenlet kill
 closes its connection (redis-py does this), so no reply is ever read by the wrong
 caller. Every ``redis`` error becomes :class:`BackendUnavailable` naming the URL with
-its password masked.
+its password masked. On a Redis Cluster (``redis+cluster://``) the client is
+redis-py's ``RedisCluster`` and the hot paths hold one connection per master, each
+command sent to the master of its key's slot (``_redis_cluster.py``).
 """
 
 from __future__ import annotations
