@@ -45,6 +45,9 @@ from persistence.test_redis_cluster import (
 
 from gactors import Actor, ActorSystem, Props
 from gactors.cluster import ClusterSharding
+from gactors.cluster._redis import RedisBackend
+from gactors.persistence import AtomicWrite, PersistenceConflict
+from gactors.persistence._redis_store import RedisStore
 from gactors.reminders import Reminders
 from gactors.testkit._redis_cluster import RedisClusterServer, command, key_slot
 
@@ -154,3 +157,35 @@ def test_every_key_of_a_node_is_where_the_layout_says(
     finally:
         system.terminate()
         system.await_termination(15)
+
+
+# -- persistence's batched writes over the masters -------------------------------------------
+
+
+def test_a_batch_of_writes_over_every_master_with_wait_replicas_and_a_forgotten_script(
+    redis_cluster: RedisClusterServer, redis_url: str
+) -> None:
+    # One batch writes 30 ids (their slots on every master) in one exchange, WAIT
+    # last: the WAIT goes to each master written to and counts its replica. After
+    # SCRIPT FLUSH on every master the scripts are loaded where the writes go.
+    backend = RedisBackend(redis_url, f"rp{uuid.uuid4().hex[:8]}")
+    store = RedisStore(backend, wait_replicas=1, timeout=5.0)
+    try:
+        ids = [f"acct-{i}" for i in range(30)]
+        masters = {redis_cluster.master_of("{" + pid + "}") for pid in ids}
+        assert len(masters) == 3
+        first = store.write_batch([AtomicWrite(pid, 0, None, (b"a",), 1.0) for pid in ids])
+        assert first == [None] * 30
+        for port in masters:
+            assert command(port, "SCRIPT", "FLUSH") == b"OK"
+        second = store.write_batch([AtomicWrite(pid, 1, None, (b"b",), 2.0) for pid in ids])
+        assert second == [None] * 30
+        for pid in ids:
+            assert [e.payload for e in store.replay(pid, 1, None, None)] == [b"a", b"b"]
+        assert sorted(store.persistence_ids()) == sorted(ids)
+        # A write after the wrong sequence number is refused as on one server.
+        (conflict,) = store.write_batch([AtomicWrite(ids[0], 1, None, (b"c",), 3.0)])
+        assert isinstance(conflict, PersistenceConflict)
+    finally:
+        store.close()
+        backend.close()
