@@ -34,6 +34,8 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 import gevent
+import gevent.queue
+from redis import BlockingConnectionPool
 from redis.backoff import NoBackoff
 from redis.cluster import ClusterNode, RedisCluster
 from redis.crc import key_slot
@@ -149,11 +151,21 @@ def new_cluster_client(
     No retries (the node's loops own retry and backoff; a script retried after a lost
     reply could run twice), but redirections are followed (a redirected command did
     not run). ``max_connections`` is per master."""
+    first, *others = target.nodes
+    host = f"[{first[0]}]" if ":" in first[0] else first[0]
     return RedisCluster(
+        # Through a URL (the first node; the others as startup nodes) because only
+        # then does redis-py build each master's pool from connection_pool_class: a
+        # blocking pool, as on one server, so that greenlets beyond max_connections
+        # wait for a connection (bounded by socket_timeout) instead of failing.
+        url=f"redis://{host}:{first[1]}/0",
         startup_nodes=[
-            ClusterNode(host, port)  # type: ignore[no-untyped-call]  # unannotated
-            for host, port in target.nodes
+            ClusterNode(h, p)  # type: ignore[no-untyped-call]  # unannotated
+            for h, p in others
         ],
+        connection_pool_class=BlockingConnectionPool,
+        queue_class=gevent.queue.LifoQueue,
+        timeout=socket_timeout,
         username=target.username,
         password=target.password,
         socket_timeout=socket_timeout,

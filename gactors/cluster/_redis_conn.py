@@ -224,6 +224,13 @@ class _Connections:
         client = self._clients.get(ident)
         if client is None:
             client = self._backend.new_client(self._socket_timeout, self._max_connections)
+            # A Redis Cluster client connects while it is made (it reads the slot map),
+            # so another greenlet of this thread may have made one meanwhile: one
+            # client per thread (its pool is the bound), the other one closed.
+            made = self._clients.get(ident)
+            if made is not None:
+                client.close()
+                return made
             self._clients[ident] = client
         return client
 

@@ -16,6 +16,7 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
+import gevent
 import pytest
 
 pytest.importorskip("redis")
@@ -188,4 +189,20 @@ def test_a_batch_of_writes_over_every_master_with_wait_replicas_and_a_forgotten_
         assert isinstance(conflict, PersistenceConflict)
     finally:
         store.close()
+        backend.close()
+
+
+def test_greenlets_beyond_the_pool_wait_for_a_connection(redis_url: str) -> None:
+    # As on one server, a pool is shared by the greenlets of a thread: those beyond
+    # its size wait for a connection instead of failing (a renewal that failed for
+    # want of a connection would cost its lease).
+    backend = RedisBackend(redis_url, f"rw{uuid.uuid4().hex[:8]}")
+    store = backend.leases(max_connections=1)
+    try:
+        assert store.holder("warm-up") is None
+        jobs = [gevent.spawn(store.acquire, f"l{i % 3}", f"o{i}", 5000) for i in range(30)]
+        gevent.joinall(jobs, timeout=20)
+        assert [j.exception for j in jobs if j.exception] == []
+        assert sum(1 for j in jobs if j.value) == 3  # one grant per lease
+    finally:
         backend.close()
