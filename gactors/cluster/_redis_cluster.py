@@ -202,7 +202,8 @@ class _ClusterRoutes:
         return str(node.name)
 
     def connection(self, name: str) -> Any:
-        """The held connection to master ``name`` (taken from its pool on first use)."""
+        """The held connection to master ``name`` (made on first use; it connects on
+        its first command)."""
         conn = self.held.get(name)
         if conn is None:
             node = self.client.get_node(node_name=name)  # type: ignore[no-untyped-call]
@@ -212,8 +213,11 @@ class _ClusterRoutes:
                 node = self.client.get_node(node_name=name)  # type: ignore[no-untyped-call]
                 if node is None:
                     raise SlotNotCoveredError(f"no node {name} in the Redis Cluster's map")
-            redis_node = self.client.get_redis_connection(node)
-            conn = self.held[name] = redis_node.connection_pool.get_connection()
+            # A connection of its own, made like the master's pool makes them but not
+            # taken from it: a held connection never returns, and the client's own
+            # commands (the slot map's refresh among them) need the pool.
+            pool = self.client.get_redis_connection(node).connection_pool
+            conn = self.held[name] = pool.connection_class(**pool.connection_kwargs)
         return conn
 
     def load_script(self, source: str) -> None:

@@ -80,7 +80,13 @@ def test_a_master_killed_during_traffic_fails_over_and_every_message_is_accounte
         ledger.check()
         # Nothing vanished: what is neither processed nor a dead letter was in a
         # flush reported unknown (it may or may not have arrived).
-        assert ledger.unaccounted <= stats["unknown"], (str(ledger), stats)
+        logs = "\n".join(
+            f"{who}: {line}"
+            for who, node in (("sender", sender), ("receiver", receiver))
+            for line in node.log().splitlines()
+            if "WARNING" in line or "ERROR" in line
+        )
+        assert ledger.unaccounted <= stats["unknown"], (str(ledger), stats, logs[-4000:])
         # Both nodes stayed members (down_after outlasts the failover)...
         assert receiver.proc.poll() is None and sender.proc.poll() is None
         # ...and the stream went on once the replica had taken over: every message
