@@ -15,7 +15,7 @@ import copy
 import itertools
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from greenlet import getcurrent
 
@@ -197,7 +197,8 @@ class ActorCell(Children, DeathWatch, Dispatch, FaultHandling, ReceiveTimeoutTim
         self.current_message = message
         behavior = self.behavior
         if behavior is None:  # the actor's own receive, bound on first use
-            behavior = self.behavior = self.actor.receive  # type: ignore[union-attr]
+            # Only a cell with a live actor is handed messages.
+            behavior = self.behavior = cast("Actor", self.actor).receive
         behavior(message)
 
     # -- the instance -----------------------------------------------------------------------------
@@ -325,7 +326,9 @@ def _own_copy(exc: BaseException) -> BaseException:
         return exc
     notes = getattr(exc, "__notes__", None)
     if isinstance(notes, list):
-        dup.__notes__ = list(notes)  # type: ignore[attr-defined]  # copy.copy shares the list
+        # (copy.copy shares the list; __notes__ is an entry of the instance __dict__,
+        # which the stubs of Python 3.10, the oldest supported, do not declare.)
+        dup.__dict__["__notes__"] = list(notes)
     dup.__traceback__ = exc.__traceback__
     dup.__cause__ = exc.__cause__
     dup.__context__ = exc.__context__

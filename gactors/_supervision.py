@@ -102,7 +102,6 @@ def make_decider(decider: DeciderLike) -> Decider:
                     return d
             return None
 
-        mapping_decider.table = table  # type: ignore[attr-defined]
         return mapping_decider
     if isinstance(decider, (list, tuple)):
         types = tuple(_check_exc_type(t, "decider sequence item") for t in decider)

@@ -699,7 +699,7 @@ def resolve_strategy(ref: Any) -> Any:
     return resolve("strategy", ref)
 
 
-def resolve_configurator(ref: Any) -> Any:
+def resolve_configurator(ref: Any) -> ISupervisorStrategyConfigurator:
     """:func:`resolve` for configurators, returning an *instance* (a class is
     instantiated with no arguments)."""
     obj = resolve("configurator", ref)
@@ -711,7 +711,8 @@ def resolve_configurator(ref: Any) -> Any:
                 f"supervisor strategy configurator {ref!r} could not be instantiated: "
                 f"{type(e).__name__}: {e}"
             ) from e
-    return obj
+    # resolve() verified the class (or the object) against the interface.
+    return cast("ISupervisorStrategyConfigurator", obj)
 
 
 def resolve_backoff_policy(ref: Any) -> Callable[[float, float, float], Any]:

@@ -418,7 +418,7 @@ class RedisBackend:
             if url.startswith(SENTINEL_SCHEME + "://"):
                 self.sentinel_target = _parse_sentinel_url(url)
             else:
-                redis.connection.parse_url(url)  # type: ignore[no-untyped-call]  # unannotated
+                redis.connection.parse_url(url)
         except (ValueError, RedisError) as exc:
             detail = self._scrub(str(exc))
             raise ValueError(f"bad cluster url {self.safe_url}: {detail}") from None
@@ -507,12 +507,10 @@ class RedisBackend:
             sentinel_kwargs["password"] = target.sentinel_password
         if target.sentinel_username is not None:
             sentinel_kwargs["username"] = target.sentinel_username
-        manager = Sentinel(  # type: ignore[no-untyped-call]  # unannotated in redis-py
-            list(target.sentinels), sentinel_kwargs=sentinel_kwargs
-        )
+        manager = Sentinel(list(target.sentinels), sentinel_kwargs=sentinel_kwargs)
         # redis-py has no blocking pool for Sentinel: this one opens connections up to
         # the limit and refuses more (an error, not a hang).
-        pool = SentinelConnectionPool(  # type: ignore[no-untyped-call]  # unannotated
+        pool = SentinelConnectionPool(
             target.service,
             manager,
             db=target.db,

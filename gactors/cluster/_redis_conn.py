@@ -16,7 +16,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from time import monotonic
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
 import gevent.monkey
@@ -287,7 +287,8 @@ class _Connections:
         if now - self._master_checked.get(ident, -1e9) < SENTINEL_CHECK_INTERVAL:
             return
         self._master_checked[ident] = now
-        master = self.client().connection_pool.get_master_address()  # type: ignore[attr-defined]
+        pool = cast("redis.sentinel.SentinelConnectionPool", self.client().connection_pool)
+        master = pool.get_master_address()  # (a Sentinel URL: see _check_master)
         seen = self._master_seen.get(ident)
         self._master_seen[ident] = master
         if seen is not None and seen != master:
