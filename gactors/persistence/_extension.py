@@ -25,6 +25,7 @@ from gevent.lock import RLock
 
 from gactors import plugins
 from gactors._extension import ExtensionId
+from gactors._plugin_verify import LABEL
 from gactors.persistence._model import PersistenceError
 from gactors.persistence._settings import PersistenceSettings, load_persistence_settings
 
@@ -203,7 +204,7 @@ class Persistence:
                 return cast("list[Any]", self._store(kind).write_batch(writes))
 
             b = self._batchers[kind] = _Batcher(
-                plugins._LABEL[kind],  # noqa: SLF001
+                LABEL[kind],
                 write,
                 self.settings.write_timeout,
                 self.listeners,
