@@ -29,9 +29,6 @@ MAX_TYPE_IGNORES = 15
 SHARDING_NOT_YET_SPLIT = "gactors/cluster/_sharding.py"
 # ---------------------------------------------------------------------------------
 
-# A bound not reached yet (strict: the run fails once it is, to drop the mark).
-NOT_YET = pytest.mark.xfail(strict=True, reason="issue 24: bound not reached yet")
-
 
 @pytest.fixture(scope="module")
 def measure() -> ModuleType:
@@ -49,7 +46,6 @@ def test_the_run_time_imports_form_no_cycle(measure: ModuleType) -> None:
     assert measure.largest_cycle(PACKAGE, with_typing=False) == []
 
 
-@NOT_YET
 def test_the_largest_cycle_counting_type_checking_imports_is_small(
     measure: ModuleType,
 ) -> None:
