@@ -35,11 +35,6 @@ class Directive(enum.Enum):
         return f"Directive.{self.name}"
 
 
-# Pickled (the pickle serializer, a message holding a directive) by the module it was
-# always defined in, which re-exports it: nodes of an older release read it too.
-Directive.__module__ = "gactors._supervision"
-
-
 class ChildRestartStats:
     """Per-child bookkeeping of a supervisor: the child and its restart window."""
 

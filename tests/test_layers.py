@@ -87,3 +87,21 @@ def test_the_measures_see_what_they_measure(measure: ModuleType, tmp_path: Path)
     assert measure.largest_cycle(pkg, with_typing=True) == ["pkg.a", "pkg.b", "pkg.c"]
     assert measure.long_files(pkg, 800) == {"pkg/c.py": 804}
     assert measure.type_ignores(pkg) == {"pkg/c.py": [2]}
+
+
+def test_what_moved_below_the_strategies_is_still_found_where_it_was() -> None:
+    # Directive and ChildRestartStats moved to gactors/_decisions.py (so that the cell's
+    # concerns and the event stream need not import the strategies): the old module
+    # re-exports them, and a directive pickled by an older release still loads.
+    import pickle
+
+    import gactors
+    from gactors import _supervision
+
+    assert _supervision.Directive is gactors.Directive
+    assert _supervision.ChildRestartStats is gactors.ChildRestartStats
+    old = (
+        b"\x80\x04\x954\x00\x00\x00\x00\x00\x00\x00\x8c\x14gactors._supervision\x94"
+        b"\x8c\tDirective\x94\x93\x94\x8c\x07restart\x94\x85\x94R\x94."
+    )
+    assert pickle.loads(old) is gactors.Directive.RESTART
