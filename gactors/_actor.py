@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping, MutableMapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from greenlet import getcurrent
@@ -17,6 +18,11 @@ if TYPE_CHECKING:
     from gactors._context import ActorContext
     from gactors._ref import ActorRef
 
+    # Generic for the type checker only: subscripting it at run time needs Python 3.11.
+    _LoggerAdapter = logging.LoggerAdapter[logging.Logger]
+else:
+    _LoggerAdapter = logging.LoggerAdapter
+
 __all__ = ["Actor", "ActorLogger"]
 
 # The cell whose actor is being constructed in a given greenlet. Actor.__new__ takes it
@@ -25,13 +31,17 @@ __all__ = ["Actor", "ActorLogger"]
 _constructing: dict[Any, ActorCell] = {}
 
 
-class ActorLogger(logging.LoggerAdapter):  # type: ignore[type-arg]
+class ActorLogger(_LoggerAdapter):
     """``self.log``: a logger that puts the actor's path into every record."""
 
-    def process(self, msg: Any, kwargs: Any) -> tuple[Any, Any]:
+    extra: Mapping[str, object]  # always given: {"actor_path": ...} (see ActorCell.log)
+
+    def process(
+        self, msg: Any, kwargs: MutableMapping[str, Any]
+    ) -> tuple[Any, MutableMapping[str, Any]]:
         extra = kwargs.get("extra")
-        kwargs["extra"] = {**self.extra, **extra} if extra else self.extra  # type: ignore[dict-item]
-        return f"[{self.extra['actor_path']}] {msg}", kwargs  # type: ignore[index]
+        kwargs["extra"] = {**self.extra, **extra} if extra else self.extra
+        return f"[{self.extra['actor_path']}] {msg}", kwargs
 
 
 class Actor:

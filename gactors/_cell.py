@@ -15,7 +15,7 @@ import copy
 import itertools
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from greenlet import getcurrent
 
@@ -35,14 +35,15 @@ from gactors._messages import (
     _Kill,
     _PoisonPill,
 )
+from gactors._props import Props
 from gactors._ref import LocalActorRef, PromiseRef
 from gactors._supervision import SupervisorStrategy
 from gactors._timers import TimerMsg, TimerMsgNotInfluenceReceiveTimeout
 from gactors.exceptions import ActorKilledException, IllegalStateError
 
 if TYPE_CHECKING:
+    from gactors._dungeon._state import ActorSPI, PropsSPI, StrategySPI
     from gactors._path import ActorPath
-    from gactors._props import Props
     from gactors._ref import ActorRef
     from gactors._system import ActorSystem
 
@@ -54,6 +55,13 @@ _actor_log = logging.getLogger("gactors.actor")
 
 class ActorCell(Children, DeathWatch, Dispatch, FaultHandling, ReceiveTimeoutTimer):
     """Everything about one actor incarnation except the user's instance."""
+
+    if TYPE_CHECKING:  # narrower than the concerns' protocols (gactors/_dungeon/_state.py)
+        system: ActorSystem
+        props: Props
+        parent_cell: ActorCell | None
+        context_obj: ActorContext | None
+        logger_obj: ActorLogger | None
 
     __slots__ = (
         "actor",
@@ -160,9 +168,15 @@ class ActorCell(Children, DeathWatch, Dispatch, FaultHandling, ReceiveTimeoutTim
     def path(self) -> ActorPath:
         return self.ref.path
 
-    def new_child_cell(self, props: Props, name: str) -> ActorCell:
+    def new_child_cell(self, props: PropsSPI, name: str) -> ActorCell:
         """The cell of a new child of this one (the factory ``Children.attach_child`` uses)."""
-        return ActorCell(self.system, props, name, self.ref, self)
+        # A Props: attach_child checked it (check_props) before asking for the cell.
+        return ActorCell(self.system, cast("Props", props), name, self.ref, self)
+
+    def check_props(self, props: object) -> None:
+        """Raise TypeError (saying how to make one) unless ``props`` is a Props."""
+        if not isinstance(props, Props):
+            raise TypeError(_not_props(props))
 
     @property
     def context(self) -> ActorContext:
@@ -197,7 +211,8 @@ class ActorCell(Children, DeathWatch, Dispatch, FaultHandling, ReceiveTimeoutTim
         self.current_message = message
         behavior = self.behavior
         if behavior is None:  # the actor's own receive, bound on first use
-            behavior = self.behavior = self.actor.receive  # type: ignore[union-attr]
+            # Only a cell with a live actor is handed messages.
+            behavior = self.behavior = cast("Actor", self.actor).receive
         behavior(message)
 
     # -- the instance -----------------------------------------------------------------------------
@@ -220,14 +235,14 @@ class ActorCell(Children, DeathWatch, Dispatch, FaultHandling, ReceiveTimeoutTim
             )
         return instance
 
-    def install_actor(self, instance: Actor) -> None:
+    def install_actor(self, instance: ActorSPI) -> None:
         self.actor = instance
         stack = self.behavior_stack  # non-empty only if the constructor called become()
         # None stands for instance.receive, bound on the first message: an idle actor
         # does not keep a bound method alive.
         self.behavior = stack[-1] if stack else None
 
-    def strategy(self) -> SupervisorStrategy:
+    def strategy(self) -> StrategySPI:
         actor = self.actor
         s = actor.supervisor_strategy if actor is not None else SupervisorStrategy.default_strategy
         if not hasattr(s, "handle_failure"):
@@ -325,7 +340,9 @@ def _own_copy(exc: BaseException) -> BaseException:
         return exc
     notes = getattr(exc, "__notes__", None)
     if isinstance(notes, list):
-        dup.__notes__ = list(notes)  # type: ignore[attr-defined]  # copy.copy shares the list
+        # (copy.copy shares the list; __notes__ is an entry of the instance __dict__,
+        # which the stubs of Python 3.10, the oldest supported, do not declare.)
+        dup.__dict__["__notes__"] = list(notes)
     dup.__traceback__ = exc.__traceback__
     dup.__cause__ = exc.__cause__
     dup.__context__ = exc.__context__
@@ -371,3 +388,21 @@ AUTO_RECEIVED: dict[type, Callable[[ActorCell, Any], None]] = {
     TimerMsg: _on_timer,
     TimerMsgNotInfluenceReceiveTimeout: _on_timer,
 }
+
+
+def _not_props(props: object) -> str:
+    """What ``actor_of`` says to a value that is not a Props: how to make one of it."""
+    if isinstance(props, type) and issubclass(props, Actor):
+        name = props.__qualname__
+        return (
+            f"actor_of needs a Props, not the class {name}: pass Props({name}) "
+            f"(with the constructor's arguments after the class: Props({name}, arg, key=value))"
+        )
+    if isinstance(props, Actor):
+        name = type(props).__qualname__
+        return (
+            f"actor_of needs a Props, not an instance of {name}: gactors builds the actor "
+            f"itself (again on every restart); pass Props({name}, arg, key=value) with the "
+            "constructor's arguments"
+        )
+    return f"actor_of needs a Props, not {type(props).__name__}"

@@ -83,10 +83,11 @@ class AskDeadlines:
         """Fail ``promise`` after ``timeout`` seconds unless :meth:`discard` comes first."""
         now = monotonic()
         deadline = promise.deadline = now + timeout
+        queue: deque[Expiring] | None
         if timeout == self._last_timeout:
             queue = self._last
         else:
-            queue = self._queues.get(timeout)  # type: ignore[assignment]
+            queue = self._queues.get(timeout)
             if queue is None:
                 queue = self._queues[timeout] = deque()
             self._last_timeout = timeout

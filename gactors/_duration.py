@@ -37,12 +37,11 @@ def seconds(
     duration must be positive. ``negative_is_now``: a delay before something happens,
     where a negative one means "as soon as possible" (as in Akka's scheduler): 0.
     """
-    cls = type(value)
-    if cls is float:  # the common cases first: this runs on every ask with a timeout
-        result: float = value  # type: ignore[assignment]
-    elif cls is int or (cls is not bool and isinstance(value, (int, float))):
+    if type(value) is float:  # the common cases first: this runs on every ask with a timeout
+        result: float = value
+    elif type(value) is int or (type(value) is not bool and isinstance(value, (int, float))):
         try:
-            result = float(value)  # type: ignore[arg-type]
+            result = float(value)
         except OverflowError:
             result = math.inf  # an int beyond any float: refused as too large below
     elif isinstance(value, timedelta):

@@ -10,8 +10,8 @@ from gactors._ref import ActorRef
 from gactors._threads import get_ident
 
 if TYPE_CHECKING:
+    from gactors._decisions import Directive
     from gactors._spi import SystemSPI
-    from gactors._supervision import Directive
 
 __all__ = ["EventStream", "LogEvent"]
 

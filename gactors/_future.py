@@ -79,7 +79,8 @@ class Future(Generic[T]):
         if self._state == _PENDING:
             self._wait(timeout)
         if self._state == _OK:
-            return self._value  # type: ignore[no-any-return]
+            value: T = self._value  # _OK: the result (else the exception)
+            return value
         raise self._value
 
     def _get_in_hub_thread(self) -> T:
@@ -90,7 +91,8 @@ class Future(Generic[T]):
             if self._state == _PENDING:
                 raise TimeoutError("future not completed")  # (a spurious wake-up)
         if self._state == _OK:
-            return self._value  # type: ignore[no-any-return]
+            value: T = self._value  # _OK: the result (else the exception)
+            return value
         raise self._value
 
     def _get_running(self, worker: Any) -> T:
@@ -115,7 +117,8 @@ class Future(Generic[T]):
                 waiters.remove(wake)
             return self._get_in_hub_thread()
         if self._state == _OK:
-            return self._value  # type: ignore[no-any-return]
+            value: T = self._value  # _OK: the result (else the exception)
+            return value
         raise self._value
 
     def exception(self, timeout: float | timedelta | None = None) -> BaseException | None:

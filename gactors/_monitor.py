@@ -54,26 +54,57 @@ import logging
 import sys
 import time
 import traceback
+from collections.abc import Callable
 from time import perf_counter
 from types import FrameType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import gevent
 from gevent._monitor import PeriodicMonitoringThread
 from gevent.events import EventLoopBlocked, subscribers
 from greenlet import getcurrent
 
-from gactors._cell import ActorCell
 from gactors._dispatch import Dispatcher, Worker
+from gactors._dungeon._state import CellState
 from gactors._messages import HubBlocked
 from gactors._threads import allocate_lock, get_ident
 
 if TYPE_CHECKING:
     from gevent.hub import Hub
 
-    from gactors._system import ActorSystem
+    from gactors._eventstream import EventStream
 
 __all__ = ["is_monitoring", "start_monitoring", "stop_monitoring"]
+
+
+class _Settings(Protocol):
+    @property
+    def blocking_threshold(self) -> float | None: ...
+
+
+class MonitoredSystem(Protocol):
+    """What the monitor uses of an actor system (``gactors._system.ActorSystem``, which
+    starts it, is above this module in the layers of docs/internals.md)."""
+
+    name: str
+    _hub: Any
+    _tid: int
+    event_stream: EventStream
+
+    @property
+    def settings(self) -> _Settings: ...
+    def publish_log(
+        self,
+        level: int,
+        source: str,
+        message: str,
+        cause: BaseException | None = None,
+        logger_class: type | None = None,
+        *,
+        category: str = "supervision",
+    ) -> None: ...
+    def register_on_termination(self, fn: Callable[[], Any]) -> None: ...
+
 
 _log = logging.getLogger("gactors.hub")
 
@@ -99,13 +130,13 @@ class _Episode:
 
     __slots__ = ("cell", "end", "greenlet", "logged", "stack", "start")
 
-    def __init__(self, greenlet: Any, cell: ActorCell | None, start: float, stack: str) -> None:
+    def __init__(self, greenlet: Any, cell: CellState | None, start: float, stack: str) -> None:
         self.greenlet = greenlet
         self.cell = cell
         self.start = start
         self.end: float | None = None
         self.stack = stack
-        self.logged: set[ActorSystem] = set()
+        self.logged: set[MonitoredSystem] = set()
 
 
 class _HubWatch:
@@ -114,7 +145,7 @@ class _HubWatch:
     def __init__(self, hub: Hub) -> None:
         self.hub = hub
         self.tid: int = hub.thread_ident
-        self.systems: dict[ActorSystem, float] = {}
+        self.systems: dict[MonitoredSystem, float] = {}
         self.episode: _Episode | None = None
         self.finished: list[_Episode] = []
         self.thread: Any = None
@@ -200,7 +231,7 @@ class _HubWatch:
         stack, cell = _inspect(self.tid)
         if cell is None:
             cell = _worker_cell(greenlet)
-        due: list[tuple[ActorSystem, float]] = []
+        due: list[tuple[MonitoredSystem, float]] = []
         with _lock:
             if since is not None and self.ran_at > now - period:
                 # The hub ran (ending the episode) after the poll that saw no switch
@@ -312,7 +343,7 @@ class _Monitor(PeriodicMonitoringThread):  # type: ignore[misc]
 
 
 def _warn(
-    system: ActorSystem, ep: _Episode, seconds: float, threshold: float, *, ongoing: bool
+    system: MonitoredSystem, ep: _Episode, seconds: float, threshold: float, *, ongoing: bool
 ) -> None:
     if ep.cell is not None:
         source = str(ep.cell.path)
@@ -331,18 +362,18 @@ def _warn(
     )
 
 
-def _worker_cell(greenlet: Any) -> ActorCell | None:
+def _worker_cell(greenlet: Any) -> CellState | None:
     """The actor run by ``greenlet``, or by the worker it was started from."""
     g = greenlet
     while g is not None:
         if type(g) is Worker:
             cell = g.cell
-            return cell if isinstance(cell, ActorCell) else None
+            return cell if isinstance(cell, CellState) else None
         g = getattr(g, "parent", None)
     return None
 
 
-def _inspect(tid: int) -> tuple[str, ActorCell | None]:
+def _inspect(tid: int) -> tuple[str, CellState | None]:
     """The blocked hub thread's stack from the actor's code down, and the actor's cell.
 
     Runs in the monitoring thread. The dispatcher frames above the worker loop
@@ -350,12 +381,12 @@ def _inspect(tid: int) -> tuple[str, ActorCell | None]:
     """
     frame: FrameType | None = sys._current_frames().get(tid)  # noqa: SLF001  the only way to read another thread's stack
     frames: list[FrameType] = []
-    cell: ActorCell | None = None
+    cell: CellState | None = None
     try:
         while frame is not None:
             if frame.f_code is _WORKER_LOOP_CODE:
                 running = frame.f_locals.get("cell")
-                cell = running if isinstance(running, ActorCell) else None
+                cell = running if isinstance(running, CellState) else None
                 break
             frames.append(frame)
             frame = frame.f_back
@@ -413,7 +444,7 @@ def _apply_config_locked() -> None:
         _saved_config = None
 
 
-def start_monitoring(system: ActorSystem) -> None:
+def start_monitoring(system: MonitoredSystem) -> None:
     """Watch ``system``'s hub for blocking longer than its ``blocking_threshold``.
 
     Called by the system at start (in its hub's thread) when the setting is not None;
@@ -439,7 +470,7 @@ def start_monitoring(system: ActorSystem) -> None:
     system.register_on_termination(lambda: stop_monitoring(system))
 
 
-def stop_monitoring(system: ActorSystem) -> None:
+def stop_monitoring(system: MonitoredSystem) -> None:
     """Stop watching ``system`` (in its hub's thread); idempotent."""
     hub = system._hub
     closing: _HubWatch | None = None
@@ -456,7 +487,7 @@ def stop_monitoring(system: ActorSystem) -> None:
         closing.close()
 
 
-def is_monitoring(system: ActorSystem) -> bool:
+def is_monitoring(system: MonitoredSystem) -> bool:
     """True while ``system``'s hub is watched for ``system``."""
     watch = _watches.get(id(system._hub))
     return watch is not None and system in watch.systems

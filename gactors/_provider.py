@@ -10,8 +10,11 @@ reaches other nodes' paths through ``remote_ref``. Every other system has
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
+# The protocol lives with the other protocols of the internal API (gactors/_spi.py),
+# which SystemSPI types `provider` with; re-exported here, where it is documented.
+from gactors._spi import RefProvider
 from gactors.exceptions import IllegalStateError
 
 if TYPE_CHECKING:
@@ -19,29 +22,6 @@ if TYPE_CHECKING:
     from gactors._ref import ActorRef
 
 __all__ = ["LOCAL_PROVIDER", "LocalRefProvider", "RefProvider"]
-
-
-class RefProvider(Protocol):
-    """What the actor system needs of whatever reaches other nodes."""
-
-    @property
-    def node_id(self) -> str | None:
-        """The node part of the system's address; None: a system without nodes."""
-        ...
-
-    def start(self) -> None:
-        """Called once the guardians exist; returns when other nodes can be reached
-        (a failure fails the ``ActorSystem`` constructor, after :meth:`close`)."""
-        ...
-
-    def close(self) -> None:
-        """Release what :meth:`start` acquired when the system cannot start."""
-        ...
-
-    def remote_ref(self, path: ActorPath, uid: int) -> ActorRef:
-        """A ref to the actor at ``path`` (another node's) with incarnation ``uid``
-        (0: whatever lives there)."""
-        ...
 
 
 class LocalRefProvider:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import itertools
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Final, Literal, overload
+from typing import TYPE_CHECKING, Any, Final, Literal, cast, overload
 
 from greenlet import getcurrent
 
@@ -67,7 +67,9 @@ class ActorRef:
 
     __slots__ = ("__weakref__", "_path", "_system", "_uid")
 
-    def __init__(self, system: SystemSPI, path: ActorPath, uid: int) -> None:
+    def __init__(self, system: SystemSPI, path: ActorPath | None, uid: int) -> None:
+        # None: LocalActorRef and PromiseRef make their paths on first use (their own
+        # path property); every other ref is given its path here.
         self._system = system
         self._path = path
         self._uid = uid
@@ -75,7 +77,7 @@ class ActorRef:
     @property
     def path(self) -> ActorPath:
         """The actor's :class:`ActorPath`."""
-        return self._path
+        return cast(ActorPath, self._path)  # given to __init__ (see there)
 
     @property
     def name(self) -> str:
@@ -229,7 +231,7 @@ class LocalActorRef(ActorRef):
 
     def __init__(self, cell: CellSPI, path: ActorPath | None) -> None:
         # path None: made on first use (see the property).
-        ActorRef.__init__(self, cell.system, path, cell.uid)  # type: ignore[arg-type]
+        ActorRef.__init__(self, cell.system, path, cell.uid)
         self._cell = cell
 
     @property
@@ -376,7 +378,7 @@ class PromiseRef(ActorRef):
         # ActorRef.__init__, written out (a call less per ask). The path is only built if
         # somebody looks at it: most asks never do.
         self._system = system
-        self._path = None  # type: ignore[assignment]
+        self._path = None
         self._uid = next(_promise_ids)
         self._future = future
         self._target = target

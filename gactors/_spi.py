@@ -7,6 +7,8 @@ they are below those modules in the layers of docs/internals.md, and naming the
 concrete classes, even only for the type checker, tied every module of the core into
 one import cycle. ``ActorSystem`` and ``ActorCell`` satisfy these protocols (mypy
 checks it where they are passed in). Typing only: nothing here runs on a hot path.
+:class:`RefProvider` (re-exported by ``gactors/_provider.py``) and :class:`SettingsSPI`
+live here for the same reason: ``SystemSPI`` names them.
 """
 
 from __future__ import annotations
@@ -16,25 +18,60 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ParamSpec, Protocol, TypeVar
 
 if TYPE_CHECKING:
+    from types import TracebackType
+
     from gactors._deadlines import AskDeadlines
     from gactors._dispatch import Dispatcher
     from gactors._path import ActorPath
-    from gactors._provider import RefProvider
     from gactors._ref import ActorRef, LocalActorRef
-    from gactors._settings import Settings
     from gactors._sysmsg import SystemMessage
 
-__all__ = ["CellSPI", "SystemSPI"]
+__all__ = ["CellSPI", "RefProvider", "SettingsSPI", "SystemSPI"]
 
 T = TypeVar("T")
 P = ParamSpec("P")
+
+
+class SettingsSPI(Protocol):
+    """The settings the modules below the actor system read (``Settings`` has them all)."""
+
+    @property
+    def default_ask_timeout(self) -> float: ...
+    @property
+    def stash_capacity(self) -> int | None: ...
+
+
+class RefProvider(Protocol):
+    """What the actor system needs of whatever reaches other nodes."""
+
+    @property
+    def node_id(self) -> str | None:
+        """The node part of the system's address; None: a system without nodes."""
+        ...
+
+    def start(self) -> None:
+        """Called once the guardians exist; returns when other nodes can be reached
+        (a failure fails the ``ActorSystem`` constructor, after :meth:`close`)."""
+        ...
+
+    def close(self) -> None:
+        """Release what :meth:`start` acquired when the system cannot start."""
+        ...
+
+    def remote_ref(self, path: ActorPath, uid: int) -> ActorRef:
+        """A ref to the actor at ``path`` (another node's) with incarnation ``uid``
+        (0: whatever lives there)."""
+        ...
 
 
 class SystemSPI(Protocol):
     """What the modules below the actor system use of it (``ActorSystem`` has it all)."""
 
     name: str
-    settings: Settings
+
+    @property
+    def settings(self) -> SettingsSPI: ...  # (read-only: ActorSystem's is a Settings)
+
     _hub: Any
     _tid: int
     forked: bool
@@ -43,6 +80,7 @@ class SystemSPI(Protocol):
     dead_letters: ActorRef
     ask_deadlines: AskDeadlines
     provider: RefProvider
+    failure_tb: tuple[BaseException, TracebackType | None] | None
 
     def publish_dead_letter(
         self, message: Any, sender: ActorRef | None, recipient: ActorRef
@@ -53,6 +91,16 @@ class SystemSPI(Protocol):
     def check_thread_alive(self, what: str) -> None: ...
     def fork_error(self) -> Exception: ...
     def lookup(self, path: ActorPath | str) -> ActorRef | None: ...
+    def publish_log(
+        self,
+        level: int,
+        source: str,
+        message: str,
+        cause: BaseException | None = None,
+        logger_class: type | None = None,
+        *,
+        category: str = "supervision",
+    ) -> None: ...
 
 
 class CellSPI(Protocol):

@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import enum
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import timedelta
-from time import monotonic
-from typing import TYPE_CHECKING, Any, ClassVar, Union
+from typing import TYPE_CHECKING, ClassVar, Union
 
 from zope.interface import implementer
 
 from gactors import _sysmsg as sm
+from gactors._decisions import ChildRestartStats, Directive
 from gactors._text import failure_text
 from gactors.exceptions import (
     ActorInitializationException,
@@ -37,22 +36,6 @@ __all__ = [
     "default_decider",
     "make_decider",
 ]
-
-
-class Directive(enum.Enum):
-    """What a supervisor does with a failed child."""
-
-    RESUME = "resume"
-    """Keep the child's state; drop the failing message; carry on."""
-    RESTART = "restart"
-    """Replace the child's instance with a fresh one; keep its mailbox."""
-    STOP = "stop"
-    """Stop the child permanently."""
-    ESCALATE = "escalate"
-    """Fail the supervisor itself with the same exception."""
-
-    def __repr__(self) -> str:
-        return f"Directive.{self.name}"
 
 
 Resume = Directive.RESUME
@@ -102,7 +85,6 @@ def make_decider(decider: DeciderLike) -> Decider:
                     return d
             return None
 
-        mapping_decider.table = table  # type: ignore[attr-defined]
         return mapping_decider
     if isinstance(decider, (list, tuple)):
         types = tuple(_check_exc_type(t, "decider sequence item") for t in decider)
@@ -117,42 +99,6 @@ def make_decider(decider: DeciderLike) -> Decider:
         "a decider must be a callable, a mapping {ExceptionType: Directive} or a "
         f"sequence of exception types, not {type(decider).__name__}"
     )
-
-
-class ChildRestartStats:
-    """Per-child bookkeeping of a supervisor: the child and its restart window."""
-
-    __slots__ = ("cell", "child", "restart_count", "settled_seq", "uid", "window_start")
-
-    def __init__(self, child: ActorRef, cell: Any) -> None:
-        self.child = child
-        self.cell = cell
-        self.uid = child._uid
-        self.restart_count = 0
-        self.window_start: float | None = None
-        # Failure reports up to this sequence number were settled by a restart of the
-        # supervisor itself (the child was restarted as a survivor): not decided again.
-        self.settled_seq = 0
-
-    def request_restart_permission(self, max_retries: int | None, within: float | None) -> bool:
-        """Count one restart; False when it goes over the limit."""
-        if max_retries is None:
-            return True
-        if max_retries < 1:
-            return False
-        if within is None:
-            self.restart_count += 1
-            return self.restart_count <= max_retries
-        now = monotonic()
-        if self.window_start is None:
-            self.window_start = now
-        if now - self.window_start <= within:
-            self.restart_count += 1
-            return self.restart_count <= max_retries
-        # The failure falls outside the window: a new window opens with this restart.
-        self.restart_count = 1
-        self.window_start = now
-        return True
 
 
 _failure_log = logging.getLogger("gactors.supervision")

@@ -13,7 +13,7 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from datetime import timedelta
 from types import TracebackType
-from typing import Any, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar, cast
 
 from gevent.hub import get_hub
 from greenlet import getcurrent
@@ -39,7 +39,6 @@ from gactors._supervision import (
     Directive,
     OneForOneStrategy,
     SupervisorStrategy,
-    SupervisorStrategyConfigurator,
 )
 from gactors._text import safe_str
 from gactors._threads import allocate_lock, get_ident, thread_token
@@ -52,17 +51,20 @@ from gactors.exceptions import (
     PluginError,
 )
 
+if TYPE_CHECKING:
+    from gactors.interfaces import ISupervisorStrategyConfigurator
+
 __all__ = ["ActorSystem"]
 
 _log = logging.getLogger("gactors")
 _SYSTEM_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
-F = TypeVar("F", bound=Callable[..., Any])
+R = TypeVar("R")
 T = TypeVar("T")
 E = TypeVar("E")
 P = ParamSpec("P")
 
 
-def resolve_configurator(value: Any) -> SupervisorStrategyConfigurator:
+def resolve_configurator(value: Any) -> ISupervisorStrategyConfigurator:
     """Turn the ``guardian_supervisor_strategy`` setting into a configurator instance.
 
     A registered name (built in: ``"default"``, ``"stopping"``), a
@@ -72,12 +74,12 @@ def resolve_configurator(value: Any) -> SupervisorStrategyConfigurator:
     from gactors import plugins
 
     try:
-        return plugins.resolve_configurator(value)  # type: ignore[no-any-return]
+        return plugins.resolve_configurator(value)
     except PluginError as e:
         raise PluginError(f"setting 'guardian_supervisor_strategy': {e}") from e
 
 
-def _guardian_strategy(configurator: SupervisorStrategyConfigurator, value: Any) -> Any:
+def _guardian_strategy(configurator: ISupervisorStrategyConfigurator, value: Any) -> Any:
     """The /user guardian's strategy, verified before anything of the system exists."""
     from gactors import plugins
 
@@ -88,11 +90,13 @@ def _guardian_strategy(configurator: SupervisorStrategyConfigurator, value: Any)
         raise PluginError(f"setting 'guardian_supervisor_strategy': {e}") from e
 
 
-def _in_hub_thread(method: F) -> F:
+def _in_hub_thread(
+    method: Callable[Concatenate[ActorSystem, P], R],
+) -> Callable[Concatenate[ActorSystem, P], R]:
     """Carry a call made from a foreign OS thread over to the system's hub thread."""
 
     @functools.wraps(method)
-    def wrapper(self: ActorSystem, *args: Any, **kwargs: Any) -> Any:
+    def wrapper(self: ActorSystem, /, *args: P.args, **kwargs: P.kwargs) -> R:
         if self.forked:
             raise self.fork_error()
         # Before comparing thread ids: a new thread may reuse the id of the system's
@@ -102,7 +106,7 @@ def _in_hub_thread(method: F) -> F:
             return method(self, *args, **kwargs)
         return self.run_in_hub(method, self, *args, **kwargs)
 
-    return wrapper  # type: ignore[return-value]
+    return wrapper
 
 
 # -- fork detection ----------------------------------------------------------------------------
@@ -349,7 +353,9 @@ class ActorSystem:
         instance) of this system: made by ``ext_id.create(self)`` on the first call,
         the same object on every later one. Safe from any thread; concurrent first
         calls create it once."""
-        return self._extensions.get(ext_id)  # type: ignore[no-any-return]
+        # The registry keeps every system's extensions in one dict: the one made by
+        # ext_id.create() is an E.
+        return cast(E, self._extensions.get(ext_id))
 
     def has_extension(self, ext_id: type[ExtensionId[Any]] | ExtensionId[Any]) -> bool:
         """True once the extension ``ext_id`` of this system has been created."""

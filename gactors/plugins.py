@@ -49,31 +49,24 @@ import importlib.metadata
 import logging
 import weakref
 from collections.abc import Callable, Iterable
-from typing import Any, Literal, cast
+from typing import Any, cast
 
 from gevent import monkey
 from zope.interface import Interface
-from zope.interface import exceptions as _zope_exceptions
-from zope.interface.exceptions import (
-    BrokenImplementation,
-    BrokenMethodImplementation,
-    DoesNotImplement,
-    Invalid,
-)
-from zope.interface.interface import InterfaceClass
 from zope.interface.registry import Components
-from zope.interface.verify import verifyClass, verifyObject
 
-from gactors.exceptions import PluginError
-from gactors.interfaces import (
-    IBackoffPolicy,
-    IDurableStateStore,
-    IJournal,
-    ISerializer,
-    ISnapshotStore,
-    ISupervisorStrategy,
-    ISupervisorStrategyConfigurator,
+from gactors._plugin_verify import (
+    INTERFACE,
+    KINDS,
+    LABEL,
+    STORE_KINDS,
+    Kind,
+    check,
+    verify,
+    verify_strategy,
 )
+from gactors.exceptions import PluginError
+from gactors.interfaces import IBackoffPolicy, ISupervisorStrategyConfigurator
 
 __all__ = [
     "GROUPS",
@@ -108,27 +101,6 @@ __all__ = [
 
 _log = logging.getLogger("gactors.plugins")
 
-Kind = Literal[
-    "strategy",
-    "configurator",
-    "backoff_policy",
-    "serializer",
-    "journal",
-    "snapshot_store",
-    "state_store",
-]
-KINDS: tuple[Kind, ...] = (
-    "strategy",
-    "configurator",
-    "backoff_policy",
-    "serializer",
-    "journal",
-    "snapshot_store",
-    "state_store",
-)
-_STORE_KINDS: tuple[Kind, ...] = ("journal", "snapshot_store", "state_store")
-"""The plugin kinds, as accepted by :func:`names`, :func:`resolve` and :func:`unregister`."""
-
 GROUPS: dict[Kind, str] = {
     "strategy": "gactors.strategies",
     "configurator": "gactors.configurators",
@@ -139,25 +111,6 @@ GROUPS: dict[Kind, str] = {
     "state_store": "gactors.state_stores",
 }
 """The entry-point group of each kind."""
-
-_INTERFACE: dict[Kind, InterfaceClass] = {
-    "strategy": ISupervisorStrategy,
-    "configurator": ISupervisorStrategyConfigurator,
-    "backoff_policy": IBackoffPolicy,
-    "serializer": ISerializer,
-    "journal": IJournal,
-    "snapshot_store": ISnapshotStore,
-    "state_store": IDurableStateStore,
-}
-_LABEL: dict[Kind, str] = {
-    "strategy": "supervisor strategy",
-    "configurator": "supervisor strategy configurator",
-    "backoff_policy": "backoff policy",
-    "serializer": "serializer",
-    "journal": "journal",
-    "snapshot_store": "snapshot store",
-    "state_store": "durable state store",
-}
 
 
 # The registry keys: one private marker interface per kind. What is stored is not always
@@ -235,10 +188,6 @@ BUILTIN_EXTENSIONS: dict[str, str] = {
 """Built-in extensions that own a settings table: settings key -> ``"module:Name"`` of
 the :class:`~gactors.ExtensionId` subclass, imported when a system's settings have that
 table (like an entry point of group ``gactors.extensions``, which third parties use)."""
-
-# zope.interface (>= 5) raises MultipleInvalid for several problems at once; the stubs
-# of mypy-zope predate it.
-MultipleInvalid: type[Invalid] = _zope_exceptions.MultipleInvalid  # type: ignore[attr-defined]
 
 _registry = Components("gactors.plugins")
 # The original (OS-thread) RLock: registration may happen in any thread, and nothing
@@ -343,7 +292,7 @@ def _scan(kind: Kind) -> None:
                 _log.warning(
                     "ignoring %s: a %s named %r is already registered",
                     _describe_ep(ep),
-                    _LABEL[kind],
+                    LABEL[kind],
                     name,
                 )
                 continue
@@ -353,7 +302,7 @@ def _scan(kind: Kind) -> None:
                     continue  # the same distribution seen twice on sys.path
                 del pending[name]
                 _failed[kind][name] = PluginError(
-                    f"{_LABEL[kind]} {name!r} is ambiguous: {_describe_ep(other)} and "
+                    f"{LABEL[kind]} {name!r} is ambiguous: {_describe_ep(other)} and "
                     f"{_describe_ep(ep)} both claim it"
                 )
                 continue
@@ -389,7 +338,7 @@ def _load_pending(kind: Kind, name: str) -> Any:
             obj = ep.load()
         except Exception as e:
             err = PluginError(
-                f"{_LABEL[kind]} {name!r} could not be loaded from {_describe_ep(ep)}: "
+                f"{LABEL[kind]} {name!r} could not be loaded from {_describe_ep(ep)}: "
                 f"{type(e).__name__}: {e}"
             )
             err.__cause__ = e
@@ -397,7 +346,7 @@ def _load_pending(kind: Kind, name: str) -> Any:
             _log.warning("%s", err)
             raise err from e
         try:
-            _check(kind, obj, f"{_LABEL[kind]} {name!r} (from {_describe_ep(ep)})", name)
+            check(kind, obj, f"{LABEL[kind]} {name!r} (from {_describe_ep(ep)})", name)
         except PluginError as e:
             _failed[kind][name] = e
             _log.warning("%s", e)
@@ -405,98 +354,6 @@ def _load_pending(kind: Kind, name: str) -> Any:
         _store(kind, name, obj)
         _loaded_from[kind][name] = ep.value
         return obj
-
-
-# -- verification ---------------------------------------------------------------------------------
-def _reasons(error: Invalid) -> list[str]:
-    errors: list[BaseException] = (
-        list(getattr(error, "exceptions", [error]))
-        if isinstance(error, MultipleInvalid)
-        else [error]
-    )
-    out: list[str] = []
-    for e in errors:
-        iface = getattr(e, "interface", None)
-        iname = getattr(iface, "__name__", "the interface")
-        if isinstance(e, DoesNotImplement):
-            out.append(
-                f"it does not declare {iname} (decorate its class with "
-                f"@zope.interface.implementer({iname}))"
-            )
-        elif isinstance(e, BrokenMethodImplementation):
-            method = getattr(e.method, "__name__", e.method)
-            out.append(f"method {method!r} has the wrong signature: {e.mess}")
-        elif isinstance(e, BrokenImplementation):
-            what = getattr(e.name, "__name__", e.name)
-            out.append(f"attribute or method {what!r} is missing")
-        else:
-            out.append(str(e))
-    return out
-
-
-def _verify(iface: InterfaceClass, obj: Any, what: str, *, as_class: bool) -> None:
-    try:
-        if as_class:
-            verifyClass(iface, obj)
-        else:
-            verifyObject(iface, obj)
-    except Invalid as e:
-        raise PluginError(
-            f"{what} does not implement {iface.__name__}: " + "; ".join(_reasons(e))
-        ) from e
-
-
-def _check(kind: Kind, obj: Any, what: str, name: str | None = None) -> None:
-    """Verify a plugin object of ``kind`` to be registered as ``name`` (raises PluginError)."""
-    iface = _INTERFACE[kind]
-    if kind in _STORE_KINDS:
-        if isinstance(obj, type):
-            _verify(iface, obj, what, as_class=True)
-        elif iface.providedBy(obj) and not callable(obj):
-            raise PluginError(
-                f"{what} is a store instance; register a factory (settings, system) -> "
-                f"{iface.__name__} instead, such as its class or a function returning it"
-            )
-        elif not callable(obj):
-            raise PluginError(
-                f"{what} is not callable: a store is registered as a factory "
-                f"(settings, system) -> {iface.__name__}"
-            )
-        return
-    if kind == "backoff_policy":
-        if isinstance(obj, type):
-            _verify(iface, obj, what, as_class=True)
-        elif IBackoffPolicy.providedBy(obj) and not callable(obj):
-            raise PluginError(
-                f"{what} is a backoff policy instance; register a factory "
-                "(min_backoff, max_backoff, random_factor) -> IBackoffPolicy instead, "
-                "such as its class"
-            )
-        elif not callable(obj):
-            raise PluginError(
-                f"{what} is not callable: a backoff policy is registered as a factory "
-                "(min_backoff, max_backoff, random_factor) -> IBackoffPolicy"
-            )
-        # Any other callable is verified by what it returns, on its first call.
-        return
-    _verify(iface, obj, what, as_class=isinstance(obj, type))
-    if kind == "serializer":
-        # The name is what identifies a payload's serializer on the wire (and what a
-        # receiving node looks up): a serializer claiming another name would be
-        # decoded by the wrong one.
-        own = getattr(obj, "name", None)
-        if not isinstance(own, str) and not isinstance(obj, type):
-            raise PluginError(f"{what} has a name that is not a str: {own!r}")
-        if isinstance(own, str) and name is not None and own != name:
-            raise PluginError(
-                f"{what} has name {own!r}: a serializer must be registered under its own name"
-            )
-
-
-def verify_strategy(obj: Any, what: str = "supervisor strategy") -> Any:
-    """Return ``obj`` if it provides :class:`ISupervisorStrategy`, else raise PluginError."""
-    _verify(ISupervisorStrategy, obj, f"{what} {obj!r}", as_class=False)
-    return obj
 
 
 # -- the registry ---------------------------------------------------------------------------------
@@ -511,7 +368,7 @@ def _store(kind: Kind, name: str, obj: Any) -> None:
 def _check_name(kind: Kind, name: Any) -> str:
     if not isinstance(name, str) or not name or name != name.strip() or ":" in name:
         raise PluginError(
-            f"invalid {_LABEL[kind]} name {name!r}: use a non-empty str without ':' "
+            f"invalid {LABEL[kind]} name {name!r}: use a non-empty str without ':' "
             "(':' separates module and attribute in 'package.module:Name' references)"
         )
     return name
@@ -519,7 +376,7 @@ def _check_name(kind: Kind, name: Any) -> str:
 
 def _register(kind: Kind, name: str, obj: Any, replace: bool) -> None:
     _check_name(kind, name)
-    _check(kind, obj, f"{_LABEL[kind]} {name!r} ({obj!r})", name)
+    check(kind, obj, f"{LABEL[kind]} {name!r} ({obj!r})", name)
     _scan(kind)
     with _lock:
         taken = _lookup(kind, name) is not None or name in _pending[kind]
@@ -531,7 +388,7 @@ def _register(kind: Kind, name: str, obj: Any, replace: bool) -> None:
                 else " (by an entry point)"
             )
             raise PluginError(
-                f"a {_LABEL[kind]} named {name!r} is already registered{where}; "
+                f"a {LABEL[kind]} named {name!r} is already registered{where}; "
                 "pass replace=True to replace it"
             )
         _pending[kind].pop(name, None)
@@ -612,7 +469,7 @@ def _get(kind: Kind, name: str) -> Any:
         raise PluginError(str(failed)) from failed.__cause__
     known = ", ".join(repr(n) for n in names(kind)) or "none"
     raise PluginError(
-        f"unknown {_LABEL[kind]} {name!r}; known {_LABEL[kind]} names: {known} "
+        f"unknown {LABEL[kind]} {name!r}; known {LABEL[kind]} names: {known} "
         "(or give a 'package.module:Name' reference or the object itself)"
     )
 
@@ -656,14 +513,14 @@ def _import_ref(kind: Kind, ref: str) -> Any:
     module_name, _, attr = ref.partition(":")
     if not module_name or not attr or ":" in attr:
         raise PluginError(
-            f"invalid {_LABEL[kind]} reference {ref!r}: expected 'package.module:Name'"
+            f"invalid {LABEL[kind]} reference {ref!r}: expected 'package.module:Name'"
         )
     try:
         obj: Any = importlib.import_module(module_name)
         for part in attr.split("."):
             obj = getattr(obj, part)
     except Exception as e:
-        raise PluginError(f"cannot import {_LABEL[kind]} {ref!r}: {type(e).__name__}: {e}") from e
+        raise PluginError(f"cannot import {LABEL[kind]} {ref!r}: {type(e).__name__}: {e}") from e
     return obj
 
 
@@ -681,14 +538,14 @@ def resolve(kind: Kind, ref: Any) -> Any:
             obj = _get(kind, ref)
         else:
             obj = _import_ref(kind, ref)
-            _check(kind, obj, f"{_LABEL[kind]} {ref!r}")
+            check(kind, obj, f"{LABEL[kind]} {ref!r}")
     else:
         obj = ref
         if kind == "backoff_policy" and IBackoffPolicy.providedBy(obj) and not callable(obj):
             # A ready-made policy instance: wrap it in a factory handing it out.
-            _verify(IBackoffPolicy, obj, f"backoff policy {obj!r}", as_class=False)
+            verify(IBackoffPolicy, obj, f"backoff policy {obj!r}", as_class=False)
             return _InstanceFactory(obj)
-        _check(kind, obj, f"{_LABEL[kind]} {obj!r}")
+        check(kind, obj, f"{LABEL[kind]} {obj!r}")
     if kind in ("strategy", "serializer") and isinstance(obj, type):
         obj = obj()
     return obj
@@ -699,7 +556,7 @@ def resolve_strategy(ref: Any) -> Any:
     return resolve("strategy", ref)
 
 
-def resolve_configurator(ref: Any) -> Any:
+def resolve_configurator(ref: Any) -> ISupervisorStrategyConfigurator:
     """:func:`resolve` for configurators, returning an *instance* (a class is
     instantiated with no arguments)."""
     obj = resolve("configurator", ref)
@@ -711,7 +568,8 @@ def resolve_configurator(ref: Any) -> Any:
                 f"supervisor strategy configurator {ref!r} could not be instantiated: "
                 f"{type(e).__name__}: {e}"
             ) from e
-    return obj
+    # resolve() verified the class (or the object) against the interface.
+    return cast("ISupervisorStrategyConfigurator", obj)
 
 
 def resolve_backoff_policy(ref: Any) -> Callable[[float, float, float], Any]:
@@ -754,7 +612,7 @@ def create_backoff_policy(
     except TypeError:  # not weakly referenceable: verify every time
         known = False
     if not known:
-        _verify(
+        verify(
             IBackoffPolicy,
             policy,
             f"backoff policy {policy!r} returned by factory {factory!r}",
@@ -808,14 +666,14 @@ def create_store(kind: Kind, ref: Any, settings: Any, system: Any) -> Any:
     """Resolve the store plugin ``ref`` of ``kind`` (``"journal"``,
     ``"snapshot_store"``, ``"state_store"``: a name, a ``"package.module:Name"`` path or
     a factory), call it with ``(settings, system)`` and verify what it returns."""
-    if kind not in _STORE_KINDS:
-        raise ValueError(f"{kind!r} is not a store kind (one of {', '.join(_STORE_KINDS)})")
+    if kind not in STORE_KINDS:
+        raise ValueError(f"{kind!r} is not a store kind (one of {', '.join(STORE_KINDS)})")
     factory = resolve(kind, ref)
     store = factory(settings, system)
-    _verify(
-        _INTERFACE[kind],
+    verify(
+        INTERFACE[kind],
         store,
-        f"{_LABEL[kind]} {store!r} made by {ref!r}",
+        f"{LABEL[kind]} {store!r} made by {ref!r}",
         as_class=False,
     )
     return store

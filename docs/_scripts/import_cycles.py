@@ -1,11 +1,19 @@
-"""Measure the import cycles of gactors (docs/internals.md, "Layers").
+"""Measure the layering of gactors (docs/internals.md, "Layers").
 
-Reads the source with :mod:`ast` (imports nothing of gactors) and prints the largest
-strongly connected component of the module import graph, twice: counting only the
-imports that run (module level and inside functions) and also counting those under
-``if TYPE_CHECKING:``. ``from pkg import sub`` is an edge to the submodule ``pkg.sub``
-(not to ``pkg``, whose ``__init__`` Python runs first anyway, like for any submodule).
-Run from the repository root::
+Reads the source with :mod:`ast` (imports nothing of gactors) and prints:
+
+* the largest strongly connected component of the module import graph, twice:
+  counting only the imports that run (module level and inside functions) and also
+  counting those under ``if TYPE_CHECKING:``. ``from pkg import sub`` is an edge to the
+  submodule ``pkg.sub`` (not to ``pkg``, whose ``__init__`` Python runs first anyway,
+  like for any submodule);
+* the imports from a core module (anything outside :data:`EXTENSIONS` and
+  :data:`ABOVE_CORE`) into an extension or contrib, run-time and typing-only;
+* the files over :data:`MAX_LINES` lines;
+* the number of ``type: ignore`` comments.
+
+tests/test_layers.py keeps the bounds with the same functions. Run from the
+repository root::
 
     python docs/_scripts/import_cycles.py [PACKAGE_DIR]     # default: gactors
 """
@@ -13,8 +21,18 @@ Run from the repository root::
 from __future__ import annotations
 
 import ast
+import io
 import sys
+import tokenize
 from pathlib import Path
+
+# The extension packages (docs/internals.md, "Layers"); a core module imports none of
+# them, nor contrib.
+EXTENSIONS = ("cluster", "persistence", "reminders", "delivery")
+# Above the core too, but no extension: contrib and the applications.
+ABOVE_CORE = ("contrib", "__main__", "_demo", "_demo_cluster")
+# The size above which a module is split by concern (docs/internals.md).
+MAX_LINES = 800
 
 
 def module_name(root: Path, path: Path) -> str:
@@ -124,16 +142,74 @@ def strongly_connected(graph: dict[str, set[str]]) -> list[list[str]]:
     return out
 
 
+def largest_cycle(root: Path, with_typing: bool) -> list[str]:
+    """The modules of the largest import cycle (empty when there is none)."""
+    largest = max(strongly_connected(build_graph(root, with_typing)), key=len)
+    return largest if len(largest) > 1 else []
+
+
+def _top(root: Path, module: str) -> str:
+    """The first component below the root package (``cluster`` for gactors.cluster._x)."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else ""
+
+
+def core_to_extension(root: Path, with_typing: bool) -> list[tuple[str, str]]:
+    """(importer, imported) for every import of an extension or contrib by the core."""
+    graph = build_graph(root, with_typing)
+    out = []
+    for mod, targets in sorted(graph.items()):
+        if _top(root, mod) in EXTENSIONS + ABOVE_CORE:
+            continue
+        out.extend((mod, t) for t in sorted(targets) if _top(root, t) in (*EXTENSIONS, "contrib"))
+    return out
+
+
+def long_files(root: Path, limit: int = MAX_LINES) -> dict[str, int]:
+    """Relative path -> number of lines, for every module over *limit* lines."""
+    out = {}
+    for path in sorted(root.rglob("*.py")):
+        lines = len(path.read_text(encoding="utf-8").splitlines())
+        if lines > limit:
+            out[path.relative_to(root.parent).as_posix()] = lines
+    return out
+
+
+def type_ignores(root: Path) -> dict[str, list[int]]:
+    """Relative path -> line numbers of its ``# type: ignore`` comments (real comments,
+    found by :mod:`tokenize`: not the words in a string or a docstring)."""
+    out: dict[str, list[int]] = {}
+    for path in sorted(root.rglob("*.py")):
+        source = path.read_text(encoding="utf-8")
+        for tok in tokenize.generate_tokens(io.StringIO(source).readline):
+            if tok.type == tokenize.COMMENT and "type: ignore" in tok.string:
+                out.setdefault(path.relative_to(root.parent).as_posix(), []).append(tok.start[0])
+    return out
+
+
 def main(argv: list[str]) -> None:
     root = Path(argv[0] if argv else "gactors").resolve()
+    modules = len(build_graph(root, False))
     for with_typing in (False, True):
-        graph = build_graph(root, with_typing)
-        largest = max(strongly_connected(graph), key=len)
-        size = len(largest) if len(largest) > 1 else 0
+        largest = largest_cycle(root, with_typing)
         label = "with TYPE_CHECKING imports" if with_typing else "run-time imports only"
-        print(f"{label}: {len(graph)} modules, largest cycle {size} module(s)")
-        if size:
+        print(f"{label}: {modules} modules, largest cycle {len(largest)} module(s)")
+        if largest:
             print("  " + " ".join(largest))
+    for with_typing in (False, True):
+        edges = core_to_extension(root, with_typing)
+        label = "with TYPE_CHECKING imports" if with_typing else "run-time imports only"
+        print(f"core -> extension/contrib imports, {label}: {len(edges)}")
+        for importer, imported in edges:
+            print(f"  {importer} -> {imported}")
+    long = long_files(root)
+    print(f"files over {MAX_LINES} lines: {len(long)}")
+    for name, lines in long.items():
+        print(f"  {name}: {lines}")
+    ignores = type_ignores(root)
+    print(f"type: ignore comments: {sum(map(len, ignores.values()))}")
+    for name, numbers in sorted(ignores.items(), key=lambda kv: -len(kv[1])):
+        print(f"  {name}: {len(numbers)}")
 
 
 if __name__ == "__main__":

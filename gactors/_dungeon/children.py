@@ -6,16 +6,16 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from gactors import _sysmsg as sm
-from gactors._actor import Actor
+from gactors._decisions import ChildRestartStats
 from gactors._dungeon._state import EMPTY, CellState
 from gactors._path import validate_name
-from gactors._props import Props
 from gactors._ref import ActorRef
-from gactors._supervision import ChildRestartStats
 from gactors.exceptions import IllegalStateError, InvalidActorNameException
 
 if TYPE_CHECKING:
-    from gactors._cell import ActorCell
+    from typing_extensions import Self
+
+    from gactors._dungeon._state import PropsSPI
 
 # Why the cell is waiting for its children to terminate (Akka's SuspendReason).
 USER_REQUEST = "user-request"  # children stopped by request: nothing waits
@@ -58,7 +58,7 @@ class ChildrenView(Sequence["ActorRef"]):
         return f"ChildrenView({list(self._get())!r})"
 
 
-def _restart_stats(child: ActorCell) -> ChildRestartStats:
+def _restart_stats(child: CellState) -> ChildRestartStats:
     # The restart bookkeeping of a child, kept on the child's cell (so it goes away with
     # the child) but only made when a failure or a strategy needs it: most children
     # never fail, and one object less per actor is less for the garbage collector.
@@ -96,7 +96,7 @@ class Children(CellState):
         c = self.child_cells.get(name)
         return c.ref if c is not None else None
 
-    def child_cell_of(self, ref: ActorRef) -> ActorCell | None:
+    def child_cell_of(self, ref: ActorRef) -> Self | None:
         """The cell of ``ref`` if it is a child of this cell (and not an older namesake)."""
         # By the ref's own cell, not by its path: stopping or supervising many children
         # must not build a path object for each of them.
@@ -130,10 +130,9 @@ class Children(CellState):
 
     # -- creation -----------------------------------------------------------------------------
     def attach_child(
-        self, props: Props, name: str | None, *, system_name: bool = False
+        self: Self, props: PropsSPI, name: str | None, *, system_name: bool = False
     ) -> ActorRef:
-        if not isinstance(props, Props):
-            raise TypeError(_not_props(props))
+        self.check_props(props)  # (ActorCell: a TypeError saying how to make a Props)
         if self.dead or self.termination_reason is TERMINATION:
             raise IllegalStateError(
                 f"cannot create a child of {self.path}: it is "
@@ -211,21 +210,3 @@ class Children(CellState):
             self.termination_reason = None
             return None if reason is USER_REQUEST else reason
         return None
-
-
-def _not_props(props: object) -> str:
-    """What ``actor_of`` says to a value that is not a Props: how to make one of it."""
-    if isinstance(props, type) and issubclass(props, Actor):
-        name = props.__qualname__
-        return (
-            f"actor_of needs a Props, not the class {name}: pass Props({name}) "
-            f"(with the constructor's arguments after the class: Props({name}, arg, key=value))"
-        )
-    if isinstance(props, Actor):
-        name = type(props).__qualname__
-        return (
-            f"actor_of needs a Props, not an instance of {name}: gactors builds the actor "
-            f"itself (again on every restart); pass Props({name}, arg, key=value) with the "
-            "constructor's arguments"
-        )
-    return f"actor_of needs a Props, not {type(props).__name__}"

@@ -119,7 +119,7 @@ class Dispatch(CellState):
         else:
             sysq.append(message)
         if not self.scheduled:
-            self.dispatcher.schedule(self)  # type: ignore[arg-type]  # an ActorCell (no cast call)
+            self.dispatcher.schedule(self)
 
     def after_fork(self) -> None:
         """In the child of ``os.fork()``: drop what the parent had queued for this actor
@@ -161,7 +161,7 @@ class Dispatch(CellState):
             return
         self.enqueue(message, sender)
         if not self.scheduled:
-            self.dispatcher.schedule(self)  # type: ignore[arg-type]  # an ActorCell (no cast call)
+            self.dispatcher.schedule(self)
 
     def enqueue(self, message: Any, sender: ActorRef | None) -> None:
         """Append to the mailbox, allocating it if need be (hub thread; the caller

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from datetime import timedelta
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from gactors import plugins
 from gactors._duration import seconds
@@ -137,7 +137,9 @@ class BackoffOpts:
         default restarts it at once, without backoff; see
         :meth:`with_default_stopping_strategy` to turn failures into backoff restarts).
         """
-        return cls("on_stop", child_props, child_name, min_backoff, max_backoff, random_factor)  # type: ignore[arg-type]
+        # (__post_init__ turns a timedelta into seconds: the fields are floats after it)
+        mn, mx = cast(float, min_backoff), cast(float, max_backoff)
+        return cls("on_stop", child_props, child_name, mn, mx, random_factor)
 
     @classmethod
     def on_failure(
@@ -154,7 +156,8 @@ class BackoffOpts:
         now, start a new one after the delay". A child that stops on its own (or is
         stopped by the strategy) stops the supervisor too.
         """
-        return cls("on_failure", child_props, child_name, min_backoff, max_backoff, random_factor)  # type: ignore[arg-type]
+        mn, mx = cast(float, min_backoff), cast(float, max_backoff)  # (as in on_stop)
+        return cls("on_failure", child_props, child_name, mn, mx, random_factor)
 
     # -- builders ---------------------------------------------------------------------------------
     def _replace(self, **changes: Any) -> BackoffOpts:

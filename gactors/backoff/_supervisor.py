@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import copy
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from gactors import plugins
@@ -143,7 +144,7 @@ class _ResetRestartCount:
         return f"BackoffSupervisor.ResetRestartCount({self.count})"
 
 
-def _combined_decider(strategy: Any) -> Any:
+def _combined_decider(strategy: Any) -> Callable[[BaseException], Directive | None]:
     """The strategy's decider, falling back to the default decider where it has no
     opinion (returns None), as Akka's backoff supervisors do."""
     user = strategy.decider
@@ -354,7 +355,7 @@ class _OnFailureSupervisor(BackoffSupervisor):
     def _decide(self, exc: BaseException) -> Directive | None:
         directive = self._user_decider(exc)
         if directive is not Directive.RESTART:
-            return directive  # type: ignore[no-any-return]
+            return directive
         # While a decider runs, self.sender is the failing child.
         failed = self.sender
         next_count = self.restart_count + 1

@@ -18,7 +18,7 @@ from gactors.exceptions import ClusterError
 
 if TYPE_CHECKING:
     from gactors._system import ActorSystem
-    from gactors.cluster._node import ClusterNode
+    from gactors.cluster._access import ClusterNode
 
 T = TypeVar("T")
 P = ParamSpec("P")

@@ -9,6 +9,7 @@ watched actor of it, and the watchers it had here are dropped
 from __future__ import annotations
 
 import logging
+from typing import cast
 
 from gactors import _sysmsg as sm
 from gactors._ref import ActorRef
@@ -74,7 +75,7 @@ class _DeathWatch(_NodeBase):
                     s.discard((watchee, watcher))
             watchee._send_system(message)
         else:  # DeathWatchNotification for a local watcher
-            actor = message.actor  # type: ignore[attr-defined]
+            actor = cast(sm.DeathWatchNotification, message).actor
             watcher = self._resolve_local(*r.recipient)
             if type(actor) is RemoteActorRef:
                 watchers = self._watching.get(actor.dest, {}).get(actor)
@@ -89,7 +90,8 @@ class _DeathWatch(_NodeBase):
         at once as if the actor had died (its node is gone); the others are dropped."""
         if type(message) is sm.Watch:
             watcher = message.watcher
-            watchers = self._watching.get(ref.dest, {}).get(ref)  # type: ignore[attr-defined]
+            remote = cast(RemoteActorRef, ref)  # (only a remote ref's message is undeliverable)
+            watchers = self._watching.get(remote.dest, {}).get(remote)
             if watchers is not None:
                 watchers.discard(watcher)
             watcher._send_system(sm.DeathWatchNotification(ref, False, True))

@@ -67,7 +67,7 @@ import re
 import uuid
 import weakref
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import gevent.queue
 import redis
@@ -448,7 +448,7 @@ class RedisBackend:
             elif url.startswith(CLUSTER_SCHEME + "://"):
                 self.cluster_target = _parse_cluster_url(url)
             else:
-                redis.connection.parse_url(url)  # type: ignore[no-untyped-call]  # unannotated
+                redis.connection.parse_url(url)
         except (ValueError, RedisError) as exc:
             detail = self._scrub(str(exc))
             raise ValueError(f"bad cluster url {self.safe_url}: {detail}") from None
@@ -509,7 +509,8 @@ class RedisBackend:
             client: Any = new_cluster_client(
                 self, self.cluster_target, socket_timeout, max_connections, _NO_CLIENT_SETINFO
             )
-            return client  # type: ignore[no-any-return]
+            # a RedisCluster answers every command the engine sends a redis.Redis
+            return cast("redis.Redis", client)
         if self.sentinel_target is not None:
             return self._new_sentinel_client(self.sentinel_target, socket_timeout, max_connections)
         pool = redis.BlockingConnectionPool.from_url(
@@ -552,12 +553,10 @@ class RedisBackend:
             sentinel_kwargs["password"] = target.sentinel_password
         if target.sentinel_username is not None:
             sentinel_kwargs["username"] = target.sentinel_username
-        manager = Sentinel(  # type: ignore[no-untyped-call]  # unannotated in redis-py
-            list(target.sentinels), sentinel_kwargs=sentinel_kwargs
-        )
+        manager = Sentinel(list(target.sentinels), sentinel_kwargs=sentinel_kwargs)
         # redis-py has no blocking pool for Sentinel: this one opens connections up to
         # the limit and refuses more (an error, not a hang).
-        pool = SentinelConnectionPool(  # type: ignore[no-untyped-call]  # unannotated
+        pool = SentinelConnectionPool(
             target.service,
             manager,
             db=target.db,

@@ -159,10 +159,7 @@ def new_cluster_client(
         # blocking pool, as on one server, so that greenlets beyond max_connections
         # wait for a connection (bounded by socket_timeout) instead of failing.
         url=f"redis://{host}:{first[1]}/0",
-        startup_nodes=[
-            ClusterNode(h, p)  # type: ignore[no-untyped-call]  # unannotated
-            for h, p in others
-        ],
+        startup_nodes=[ClusterNode(h, p) for h, p in others],
         connection_pool_class=BlockingConnectionPool,
         queue_class=gevent.queue.LifoQueue,
         timeout=socket_timeout,
@@ -206,11 +203,11 @@ class _ClusterRoutes:
         its first command)."""
         conn = self.held.get(name)
         if conn is None:
-            node = self.client.get_node(node_name=name)  # type: ignore[no-untyped-call]
+            node = self.client.get_node(node_name=name)
             if node is None:
                 # A node named by an ASK redirection that the slot map does not know.
                 self.refresh(force=True)
-                node = self.client.get_node(node_name=name)  # type: ignore[no-untyped-call]
+                node = self.client.get_node(node_name=name)
                 if node is None:
                     raise SlotNotCoveredError(f"no node {name} in the Redis Cluster's map")
             # A connection of its own, made like the master's pool makes them but not
@@ -223,7 +220,7 @@ class _ClusterRoutes:
     def load_script(self, source: str) -> None:
         """``SCRIPT LOAD`` on every master that can be reached (the script cache is
         per server, and a promoted replica or an importing master may lack it)."""
-        for node in self.client.get_primaries():  # type: ignore[no-untyped-call]
+        for node in self.client.get_primaries():
             try:
                 conn = self.connection(node.name)
                 conn.send_command("SCRIPT", "LOAD", source)

@@ -16,7 +16,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from time import monotonic
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
 import gevent.monkey
@@ -34,6 +34,8 @@ from gactors.cluster._redis_cluster import (
 )
 
 if TYPE_CHECKING:
+    from redis.cluster import RedisCluster
+
     from gactors.cluster._redis import RedisBackend
 
 __all__ = ["ReplyError", "exchange", "mask_url", "open_connections"]
@@ -296,7 +298,8 @@ class _Connections:
         ident = get_ident()
         routes = self._routes.get(ident)
         if routes is None:
-            routes = self._routes[ident] = _ClusterRoutes(self.client())  # type: ignore[arg-type]
+            # on a Redis Cluster, client() made a RedisCluster (new_client)
+            routes = self._routes[ident] = _ClusterRoutes(cast("RedisCluster", self.client()))
         return routes
 
     def _call_routed(self, what: str, fn: Callable[[Any], _T], key: bytes | None) -> _T:
@@ -339,7 +342,8 @@ class _Connections:
         if now - self._master_checked.get(ident, -1e9) < SENTINEL_CHECK_INTERVAL:
             return
         self._master_checked[ident] = now
-        master = self.client().connection_pool.get_master_address()  # type: ignore[attr-defined]
+        pool = cast("redis.sentinel.SentinelConnectionPool", self.client().connection_pool)
+        master = pool.get_master_address()  # (a Sentinel URL: see _check_master)
         seen = self._master_seen.get(ident)
         self._master_seen[ident] = master
         if seen is not None and seen != master:

@@ -157,8 +157,9 @@ def _shape_of(cls: type) -> tuple[str, tuple[str, ...]]:
         return "enum", ()
     if issubclass(cls, msgspec.Struct):
         return "fields", tuple(cls.__struct_fields__)
-    if issubclass(cls, tuple) and isinstance(getattr(cls, "_fields", None), tuple):
-        return "tuple", tuple(cls._fields)  # type: ignore[attr-defined]
+    fields = getattr(cls, "_fields", None)  # a namedtuple's
+    if issubclass(cls, tuple) and isinstance(fields, tuple):
+        return "tuple", fields
     if dataclasses.is_dataclass(cls):
         return "fields", tuple(f.name for f in dataclasses.fields(cls) if f.init)
     raise TypeError(

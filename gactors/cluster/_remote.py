@@ -8,7 +8,7 @@ nothing touches the network in ``tell``.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from gactors._path import ActorPath
 from gactors._ref import IMPLICIT, ActorRef, PromiseRef, _Implicit, current_sender_ref
@@ -35,7 +35,7 @@ class RemoteActorRef(ActorRef):
         ActorRef.__init__(self, node.system, path, uid)
         self._node = node
         #: The destination node id.
-        self.dest: str = path.node  # type: ignore[assignment]
+        self.dest = cast(str, path.node)  # a remote path always names its node
         #: The path without the address ("/user/a"), as records carry it.
         self.rpath = rpath
         #: The address text of the destination node, as records carry it.

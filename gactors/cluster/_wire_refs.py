@@ -49,13 +49,13 @@ class _WireRefs(_NodeBase):
             # An actor telling many messages in a row: its triple once, not per message.
             return self._last_wire
         t = type(ref)
-        if t is RemoteActorRef:
-            return (ref.addr, ref.rpath, ref._uid)  # type: ignore[attr-defined]
-        if t is PromiseRef:
+        if type(ref) is RemoteActorRef:  # (type() again: mypy narrows on it, not on t)
+            return (ref.addr, ref.rpath, ref._uid)
+        if type(ref) is PromiseRef:
             # Exported so that a reply to /temp/$uid finds it; weakly, so a forgotten
             # ask costs nothing (a late reply is a dead letter).
             uid = ref._uid
-            self._exported[uid] = ref  # type: ignore[assignment]
+            self._exported[uid] = ref
             return (self.address_str, f"/temp/${uid}", uid)
         if ref._system is not self.system:
             raise SerializationError(
@@ -73,7 +73,8 @@ class _WireRefs(_NodeBase):
         key = (address, path, uid)
         ref = self._remote_refs.get(key)
         if ref is not None and ref is not _QUARANTINED:
-            return ref  # type: ignore[no-any-return]
+            remote: RemoteActorRef = ref  # (not None, not quarantined: a remote ref)
+            return remote
         node = self._nodes_of.get(address)
         if node is None:
             try:

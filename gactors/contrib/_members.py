@@ -21,7 +21,7 @@ def cluster_members(system: ActorSystem) -> list[dict[str, Any]] | None:
     """
     if "cluster" not in system.settings.extension_tables:
         return None
-    from gactors.cluster import Cluster  # type: ignore[import-not-found, unused-ignore]
+    from gactors.cluster import Cluster
 
     return [
         {"address": str(m.address), "status": str(m.status), "roles": sorted(m.roles)}

@@ -167,7 +167,7 @@ class _RemoteNodes:
         closed: dict[str, set[str]] | None = None,
         auto: bool = False,
     ) -> dict[str, _Asked]:
-        from gactors.cluster._inspect import (  # type: ignore[import-not-found, unused-ignore]
+        from gactors.cluster._inspect import (
             INSPECTOR,
             InspectRequest,
         )
@@ -318,7 +318,7 @@ def _cluster_state(
     members = cluster_members(system)
     if members is None:
         return None
-    from gactors.cluster._inspect import placement  # type: ignore[import-not-found, unused-ignore]
+    from gactors.cluster._inspect import placement
 
     self_address = str(system.address)
     obs = observer_for(system)

@@ -80,7 +80,7 @@ import sys
 import threading
 import weakref
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 try:
     from prometheus_client import (
@@ -510,4 +510,6 @@ def metrics_app(registry: CollectorRegistry | None = None) -> Callable[..., Iter
         # First this process's refresh (it writes to its files), then the files are read.
         registry.register(_RefreshOnScrape(_family(REGISTRY)))
         MultiProcessCollector(registry)
-    return make_wsgi_app(registry if registry is not None else REGISTRY)  # type: ignore[no-any-return]
+    # prometheus_client is left untyped (setup.cfg): make_wsgi_app returns a WSGI app.
+    app = make_wsgi_app(registry if registry is not None else REGISTRY)
+    return cast("Callable[..., Iterable[bytes]]", app)

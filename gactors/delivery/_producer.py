@@ -31,8 +31,10 @@ from gactors.persistence import PersistentActor, RecoveryCompleted, SnapshotOffe
 from gactors.persistence._codec import codec
 
 if TYPE_CHECKING:
+    from gactors._context import ActorContext
     from gactors._ref import ActorRef
     from gactors._system import ActorSystem
+    from gactors._timers import TimerScheduler
     from gactors.cluster import EntityRef
 
 __all__ = ["ReliableSender"]
@@ -88,6 +90,16 @@ class _ProducerLogic:
     _queue: Callable[[_Send], None]
     _confirm: Callable[[Confirm], None]
 
+    if TYPE_CHECKING:  # what the Actor the logic is mixed into provides
+
+        @property
+        def ref(self) -> ActorRef: ...
+        @property
+        def context(self) -> ActorContext: ...
+        @property
+        def timers(self) -> TimerScheduler: ...
+        def unhandled(self, message: Any) -> None: ...
+
     def _setup(self, sender_obj: ReliableSender) -> None:
         self.sender_obj = sender_obj
         self.machine = sender_obj.protocol
@@ -100,7 +112,7 @@ class _ProducerLogic:
         if ref is None:
             from gactors.cluster import ClusterSharding
 
-            system = self.context.system  # type: ignore[attr-defined]
+            system = self.context.system
             ref = self.refs[entity_id] = ClusterSharding(system).entity_ref(
                 self.sender_obj.type_name, entity_id
             )
@@ -116,14 +128,14 @@ class _ProducerLogic:
                 out.entity_id,
                 out.epoch,
                 out.low,
-                self.ref,  # type: ignore[attr-defined]
+                self.ref,
             ),
             None,
         )
 
     def _start_ticks(self) -> None:
         every = max(0.05, self.sender_obj.resend_after / 4)
-        self.timers.start_timer_with_fixed_delay("resend", _TICK, every)  # type: ignore[attr-defined]
+        self.timers.start_timer_with_fixed_delay("resend", _TICK, every)
 
     def _tick(self) -> None:
         now = time.monotonic()
@@ -157,7 +169,7 @@ class _ProducerLogic:
         elif type(m) is _Ready:
             m.result.set(True)
         else:
-            self.unhandled(m)  # type: ignore[attr-defined]  # the Actor side
+            self.unhandled(m)  # the Actor side
 
     def _park(self, m: _Send) -> bool:
         """Queue ``m`` now if the window allows and nobody waits before it."""

@@ -18,13 +18,14 @@ import os
 from collections import deque
 from collections.abc import Callable
 from time import perf_counter
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import gevent
 from gevent.lock import RLock
 
 from gactors import plugins
 from gactors._extension import ExtensionId
+from gactors._plugin_verify import LABEL
 from gactors.persistence._model import PersistenceError
 from gactors.persistence._settings import PersistenceSettings, load_persistence_settings
 
@@ -161,7 +162,7 @@ class Persistence:
         return persistence_of(system)
 
     # -- stores ------------------------------------------------------------------------------
-    def _store(self, kind: str) -> Any:
+    def _store(self, kind: plugins.Kind) -> Any:
         store = self._stores.get(kind)
         if store is None:
             # One greenlet makes it, the others wait for it: a factory may block (the
@@ -173,7 +174,7 @@ class Persistence:
                     if self._closed:
                         raise PersistenceError(f"the persistence of {self.system.name!r} is closed")
                     ref = self.settings.store_ref(kind, self._clustered)
-                    store = plugins.create_store(kind, ref, self.settings, self.system)  # type: ignore[arg-type]
+                    store = plugins.create_store(kind, ref, self.settings, self.system)
                     self._stores[kind] = store
         return store
 
@@ -193,16 +194,17 @@ class Persistence:
         return self._store("state_store")
 
     # -- writes and reads --------------------------------------------------------------------
-    def _batcher(self, kind: str) -> _Batcher:
+    def _batcher(self, kind: plugins.Kind) -> _Batcher:
         b = self._batchers.get(kind)
         if b is None:
             # The store is made (and opened) in the flusher's greenlet, never in the
             # actor's: opening a file or a connection must not hold up a dispatcher.
             def write(writes: list[Any]) -> list[Any]:
-                return self._store(kind).write_batch(writes)  # type: ignore[no-any-return]
+                # A store plugin, verified by create_store: one result per write.
+                return cast("list[Any]", self._store(kind).write_batch(writes))
 
             b = self._batchers[kind] = _Batcher(
-                plugins._LABEL[kind],  # type: ignore[index]  # noqa: SLF001
+                LABEL[kind],
                 write,
                 self.settings.write_timeout,
                 self.listeners,

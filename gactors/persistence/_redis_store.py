@@ -40,7 +40,7 @@ import hashlib
 import logging
 import struct
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 from gevent.lock import Semaphore
 from zope.interface import implementer
@@ -452,7 +452,7 @@ class RedisStore:
             pipe = client.pipeline(transaction=False)
             for pid in ids:
                 pipe.hget(self._keys(pid, "h")[0], "seq")
-            return pipe.execute()  # type: ignore[no-any-return]
+            return cast("list[Any]", pipe.execute())  # one reply per command
 
         try:
             seqs = self._pool.call("persistence ids", highest) if ids else []

@@ -6,7 +6,7 @@ import math
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from gactors.exceptions import ConfigError, PluginError
 
@@ -57,7 +57,7 @@ def _plugin_ref(key: str, value: Any) -> Any:
             # error lists the known ones where the name is given (ActorSystem(...)).
             from gactors import plugins
 
-            known = plugins.names(key)  # type: ignore[arg-type]
+            known = plugins.names(cast("plugins.Kind", key))  # a store kind: a plugin kind
             if value not in known:
                 raise PluginError(
                     f"setting 'persistence.{key}': unknown {key.replace('_', ' ')} "

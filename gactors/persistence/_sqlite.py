@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 import sqlite3
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from gevent import monkey
 from gevent.hub import get_hub
@@ -104,7 +104,7 @@ class SqliteStore:
         ok, value = get_hub().threadpool.apply(_capture, (fn, args))
         if not ok:
             raise value
-        return value  # type: ignore[no-any-return]
+        return cast(T, value)  # what fn returned (gevent's threadpool is untyped)
 
     def _connect(self) -> sqlite3.Connection:
         conn = sqlite3.connect(
@@ -139,6 +139,10 @@ class SqliteStore:
                 raise
             conn.execute("COMMIT")
             return result
+
+    def _query(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """``fn(conn)`` on a reader connection, in a thread of the hub's threadpool."""
+        return cast(T, self._run(self._read, fn))  # (mypy cannot solve T through _run)
 
     def _read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         # One reader connection per threadpool thread, kept (opening one per read costs
@@ -239,7 +243,7 @@ class SqliteStore:
             ).fetchone()
             return int(row[0]) if row else 0
 
-        return self._run(self._read, go)  # type: ignore[no-any-return]
+        return self._query(go)
 
     def persistence_ids(self) -> list[str]:
         return self._run(
@@ -263,7 +267,7 @@ class SqliteStore:
             ).fetchone()
             return StoredSnapshot(row[0], bytes(row[1]), row[2]) if row else None
 
-        return self._run(self._read, go)  # type: ignore[no-any-return]
+        return self._query(go)
 
     def get(self, persistence_id: str) -> StoredState | None:
         def go(conn: sqlite3.Connection) -> StoredState | None:
@@ -274,7 +278,7 @@ class SqliteStore:
                 return None
             return StoredState(row[0], bytes(row[1]) if row[1] is not None else None, row[2])
 
-        return self._run(self._read, go)  # type: ignore[no-any-return]
+        return self._query(go)
 
     # -- lifetime ---------------------------------------------------------------------------
     def close(self) -> None:

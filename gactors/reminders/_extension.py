@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import gevent
 
@@ -35,6 +35,7 @@ from gactors.reminders._model import (
 if TYPE_CHECKING:
     from gactors._context import ActorContext
     from gactors._system import ActorSystem
+    from gactors.reminders._redis import RedisReminderStore
 
 __all__ = ["ActorReminders", "Reminders", "RemindersExtension"]
 
@@ -174,7 +175,7 @@ class Reminders:
 
     def _keys(self, t: Target) -> tuple[str, str]:
         if t.kind == "singleton":
-            return self._store.keys(t, None)  # type: ignore[no-any-return]
+            return cast("RedisReminderStore", self._store).keys(t, None)  # clustered: Redis
         from gactors.cluster._sharding import shard_of
 
         known = self._shards().get(t.type_name)
@@ -184,7 +185,7 @@ class Reminders:
                 ".start or start_proxy first (its number of shards decides where the "
                 "reminder is stored)"
             )
-        return self._store.keys(t, shard_of(t.entity_id, known[0]))  # type: ignore[no-any-return]
+        return cast("RedisReminderStore", self._store).keys(t, shard_of(t.entity_id, known[0]))
 
     # -- the tick ----------------------------------------------------------------------------
     def _loop(self) -> None:

@@ -20,7 +20,7 @@ two nodes that both believed they own a shard after a rebalance advance it once.
 from __future__ import annotations
 
 import hashlib
-from typing import Any
+from typing import Any, cast
 
 from gactors.cluster._redis import RedisBackend, _execute, _Script, open_connections
 from gactors.reminders._model import Target
@@ -121,7 +121,7 @@ class RedisReminderStore:
             pipe = c.pipeline(transaction=False)
             for k in zkeys:
                 _execute(pipe, "ZRANGEBYSCORE", k, "-inf", now, "WITHSCORES", "LIMIT", 0, limit)
-            return pipe.execute()  # type: ignore[no-any-return]
+            return cast("list[Any]", pipe.execute())  # one reply per command
 
         replies = self._conns.call("read due reminders", run)
         out: list[list[tuple[str, int]]] = []
@@ -142,7 +142,7 @@ class RedisReminderStore:
             pipe = c.pipeline(transaction=False)
             for hkey, members in reqs:
                 _execute(pipe, "HMGET", hkey, *members)
-            return pipe.execute()  # type: ignore[no-any-return]
+            return cast("list[Any]", pipe.execute())  # one reply per command
 
         return self._conns.call("read due reminders", run) if reqs else []
 
@@ -161,7 +161,7 @@ class RedisReminderStore:
             pipe = c.pipeline(transaction=False)
             for keys, args in calls:
                 _execute(pipe, "EVALSHA", _ADVANCE.sha, 2, *keys, *args)
-            return pipe.execute()  # type: ignore[no-any-return]
+            return cast("list[Any]", pipe.execute())  # one reply per command
 
         def run(c: Any) -> list[bool]:
             try:

@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterable
 from datetime import timedelta
 from time import monotonic
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, cast
 
 import gevent
 
@@ -47,6 +47,7 @@ from gactors._threads import get_ident
 if TYPE_CHECKING:
     from gactors._cell import ActorCell
     from gactors._eventstream import LogEvent
+    from gactors._ref import LocalActorRef
     from gactors._system import ActorSystem
 
 T = TypeVar("T")
@@ -260,7 +261,9 @@ class TestProbe:
 
     @property
     def _cell(self) -> ActorCell:
-        return self.ref._cell  # type: ignore[attr-defined, no-any-return]  # noqa: SLF001  own cell
+        # The probe's own actor: a local ref, whose cell is the ActorCell the system made.
+        ref = cast("LocalActorRef", self.ref)
+        return cast("ActorCell", ref._cell)  # noqa: SLF001  own cell
 
     # -- receiving -------------------------------------------------------------------------------
     @staticmethod
