@@ -36,6 +36,8 @@ from gactors.persistence import PersistenceSettings
 from gactors.persistence._codec import codec
 from gactors.persistence._redis_store import redis_store
 
+from ._report import report
+
 pytestmark = [pytest.mark.slow, pytest.mark.faults, pytest.mark.timeout(240)]
 
 NODE_SCRIPT = str(Path(__file__).resolve().parent / "_persist_node.py")
@@ -127,10 +129,17 @@ class Books:
         kinds: dict[str, int] = defaultdict(int)
         for _, _, kind in self.failures:
             kinds[kind] += 1
+        handled = sum(len(h) for h in self.handled.values())
+        missing = sum(
+            1
+            for entity, seqs in self.handled.items()
+            for seq in seqs
+            if seq not in {s for s, _ in self.journal.get(entity, [])}
+        )
         return (
-            f"{sum(len(h) for h in self.handled.values())} commands handled, "
-            f"{sum(len(j) for j in self.journal.values())} events stored, "
-            f"failures {dict(kinds)}"
+            f"{handled} commands handled ({2 * handled} events whose handler ran), "
+            f"{sum(len(j) for j in self.journal.values())} events found in the journals, "
+            f"{missing} handled missing, on_persist_failure {dict(kinds)}"
         )
 
 
@@ -184,15 +193,6 @@ def check_journal(books: Books, crashed: int | None) -> None:
             assert len(foreign) <= 1, f"{entity}: stored without a handler: {foreign}"
         tokens = [handled[s][1] for s in sorted(handled)]
         assert tokens == sorted(tokens), f"{entity}: fencing tokens went down: {tokens}"
-
-
-def report(line: str) -> None:
-    """One line in the test log (``-s``) for the issue's note."""
-    print(f"\n[persistence] {line}")  # noqa: T201 - seen with -s
-    path = os.environ.get("GACTORS_FAULT_REPORT")
-    if path:
-        with open(path, "a") as f:
-            f.write(line + "\n")
 
 
 @contextlib.contextmanager
