@@ -91,14 +91,22 @@ if seq ~= tonumber(ARGV[1]) then return {'CONFLICT', string.format('%d', seq)} e
     + _FENCE
     + """
 local n = #ARGV - 2
-local i = 3
-while i <= #ARGV do
-  local j = math.min(i + 999, #ARGV)
-  redis.call('RPUSH', KEYS[2], unpack(ARGV, i, j))
-  i = j + 1
+if n <= 1000 then
+  redis.call('RPUSH', KEYS[2], unpack(ARGV, 3))
+else
+  -- unpack() of very many values could overflow Lua's C stack: in slices
+  local i = 3
+  while i <= #ARGV do
+    local j = math.min(i + 999, #ARGV)
+    redis.call('RPUSH', KEYS[2], unpack(ARGV, i, j))
+    i = j + 1
+  end
 end
-redis.call('HSET', KEYS[1], 'seq', string.format('%d', seq + n))
-if tok then redis.call('HSET', KEYS[1], 'tok', ARGV[2]) end
+if tok then
+  redis.call('HSET', KEYS[1], 'seq', string.format('%d', seq + n), 'tok', ARGV[2])
+else
+  redis.call('HSET', KEYS[1], 'seq', string.format('%d', seq + n))
+end
 return 0
 """
 )
@@ -230,6 +238,12 @@ class RedisStore:
         # Everything else (recoveries of many actors at once): a small pool.
         self._pool = open_connections(backend, max_connections=8)
         self._tags: dict[str, str] = {}
+        # The constant part of every append command (after its "*<count>"), and the
+        # keys' part per id.
+        self._append_head = (
+            b"\r\n$7\r\nEVALSHA\r\n$40\r\n" + _APPEND.sha.encode() + b"\r\n$1\r\n2\r\n"
+        )
+        self._append_heads: dict[str, bytes] = {}
 
     def __repr__(self) -> str:
         return f"<RedisStore {self._backend.safe_url} keys {self._base}:*>"
@@ -363,23 +377,59 @@ class RedisStore:
             return self._append_all(writes)
         return self._put_states(writes)
 
+    def _append_keys(self, pid: str) -> bytes:
+        """The RESP bulk strings of the two keys an append names (made once per id)."""
+        keys = self._append_heads.get(pid)
+        if keys is None:
+            if len(self._append_heads) > 100_000:
+                self._append_heads.clear()
+            h, e = self._keys(pid, "h", "e")
+            keys = self._append_heads[pid] = _bulk(h.encode()) + _bulk(e.encode())
+        return keys
+
     def _append_all(self, writes: Sequence[AtomicWrite]) -> list[BaseException | None]:
-        head = b"*%d\r\n$7\r\nEVALSHA\r\n$40\r\n" + _APPEND.sha.encode() + b"\r\n$1\r\n2\r\n"
+        # The hot path: one EVALSHA per write, its RESP encoding built here (no client
+        # library in between); the keys' bulk strings are kept per id.
+        head = self._append_head
         commands: list[bytes] = []
         new_ids: list[bytes] = []
+        stamp = _TS.pack
         for w in writes:
-            h, e = self._keys(w.persistence_id, "h", "e")
-            ts = _TS.pack(w.timestamp)
+            payloads = w.payloads
+            after = b"%d" % w.after_sequence_nr
             token = b"" if w.fencing_token is None else b"%d" % w.fencing_token
-            parts = [
-                head % (7 + len(w.payloads)),
-                _bulk(h.encode()),
-                _bulk(e.encode()),
-                _bulk(b"%d" % w.after_sequence_nr),
-                _bulk(token),
-            ]
-            parts.extend(_bulk(ts + p) for p in w.payloads)
-            commands.append(b"".join(parts))
+            ts = stamp(w.timestamp)
+            if len(payloads) == 1:
+                p = payloads[0]
+                commands.append(
+                    b"*8%s%s$%d\r\n%s\r\n$%d\r\n%s\r\n$%d\r\n%s%s\r\n"
+                    % (
+                        head,
+                        self._append_keys(w.persistence_id),
+                        len(after),
+                        after,
+                        len(token),
+                        token,
+                        len(p) + 8,
+                        ts,
+                        p,
+                    )
+                )
+            else:
+                parts = [
+                    b"*%d%s%s$%d\r\n%s\r\n$%d\r\n%s\r\n"
+                    % (
+                        7 + len(payloads),
+                        head,
+                        self._append_keys(w.persistence_id),
+                        len(after),
+                        after,
+                        len(token),
+                        token,
+                    )
+                ]
+                parts.extend(b"$%d\r\n%s%s\r\n" % (len(p) + 8, ts, p) for p in payloads)
+                commands.append(b"".join(parts))
             if w.after_sequence_nr == 0:
                 new_ids.append(w.persistence_id.encode())
         extra, extra_count = b"", 0

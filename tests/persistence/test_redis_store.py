@@ -15,9 +15,15 @@ from typing import Any
 
 import pytest
 
-from gactors import ActorSystem, Props
+from gactors import ActorSystem, Props, _dispatch
 from gactors.backoff import BackoffOpts, BackoffSupervisor
-from gactors.persistence import AtomicWrite, PersistenceError, PersistenceSettings, _redis_store
+from gactors.persistence import (
+    AtomicWrite,
+    Persistence,
+    PersistenceError,
+    PersistenceSettings,
+    _redis_store,
+)
 from gactors.persistence._redis_store import RedisStore, redis_store
 from gactors.testkit import TestProbe
 from gactors.testkit._redis_server import RedisServer, find_redis_server
@@ -315,3 +321,55 @@ def test_exchange_returns_an_error_reply_in_place_and_keeps_the_others(redis_url
             exchange(open_connections(dead), "test", _command(b"PING"), 1)
     finally:
         dead.close()
+
+
+def test_the_writes_of_many_actors_in_one_hub_turn_are_one_round_trip(
+    redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """End to end on the server: 200 actors each persist one event, their commands sent
+    in one go; the server sees 200 script calls (one per write, each one RPUSH and one
+    HSET after its HMGET, nothing else) in one send on the store's held connection."""
+    # One turn of the hub: the dispatcher's worker runs all 200 actors without the
+    # yield it makes after 10 ms (a loaded machine would cut the turn in two).
+    monkeypatch.setattr(_dispatch, "YIELD_INTERVAL", 60.0)
+    system = _system(redis_url, "turn")
+    try:
+        probe = TestProbe(system)
+        refs = [system.actor_of(Props(Recorder, f"turn-{i}", [], None)) for i in range(200)]
+        for ref in refs:  # all recovered, and a first write each (their ids are known)
+            probe.send(ref, ("persist", "warm"))
+        probe.receive_n(200, T)
+        store = Persistence.get(system).journal
+        conn = store._held.held_connection()
+        sent: list[int] = []
+        original = conn.send_packed_command
+
+        def counting(*args: Any, **kwargs: Any) -> Any:
+            sent.append(1)
+            return original(*args, **kwargs)
+
+        conn.send_packed_command = counting
+        before = raw(store, "INFO", "commandstats")
+        for ref in refs:
+            probe.send(ref, ("persist", "x"))
+        replies = probe.receive_n(200, T)
+        after = raw(store, "INFO", "commandstats")
+        assert {r[0] for r in replies} == {"done"}
+        calls = {
+            k: after[k]["calls"] - before.get(k, {}).get("calls", 0)
+            for k in after
+            if after[k]["calls"] != before.get(k, {}).get("calls", 0)
+        }
+        report(f"200 actors' writes in one hub turn: {len(sent)} send(s), server calls {calls}")
+        assert sent == [1], sent
+        # INFO itself is counted once (the second INFO runs after the snapshot is taken).
+        assert calls == {
+            "cmdstat_evalsha": 200,
+            "cmdstat_hmget": 200,
+            "cmdstat_rpush": 200,
+            "cmdstat_hset": 200,
+            "cmdstat_info": 1,
+        }, calls
+    finally:
+        system.terminate()
+        assert system.await_termination(T)
