@@ -50,17 +50,28 @@ new one starts with the next write)."""
 
 
 class _Batcher:
-    """Gathers writes for one store method and calls it with a batch at a time.
+    """Gathers writes for one store method and calls it with a batch at a time, or with
+    up to ``lanes()`` batches at a time for a store that serves them in parallel (its
+    ``batches_in_flight``: the Redis store has two connections for writes).
 
-    Its flusher greenlet outlives a batch: it waits for the next one instead of ending
-    (it ends after :data:`IDLE_FLUSHER_SECONDS` without writes, or when the store
-    closes). A greenlet per batch cost more than the rest of a small batch's CPU work
-    under Python 3.11+: each new greenlet maps a fresh 16 KiB frame stack (an ``mmap``
-    and a ``munmap``), on top of creating and scheduling it."""
+    Its flusher greenlets outlive a batch: they wait for the next one instead of
+    ending (one ends after :data:`IDLE_FLUSHER_SECONDS` without writes, or when the
+    store closes). A greenlet per batch cost more than the rest of a small batch's CPU
+    work under Python 3.11+: each new greenlet maps a fresh 16 KiB frame stack (an
+    ``mmap`` and a ``munmap``), on top of creating and scheduling it.
+
+    Why a second batch in flight: with one, a thousand actors each waiting for its
+    write move in lock-step (the server runs the whole batch while the process waits,
+    then the process handles the answers and makes the next batch while the server
+    waits). The writes queued while one batch is out go as the next batch at once, so
+    the two overlap. Each actor has one write in flight at a time, so two batches never
+    hold writes of the same actor."""
 
     __slots__ = (
         "_closed",
-        "_flusher",
+        "_flushers",
+        "_idle",
+        "_lanes",
         "_listeners",
         "_name",
         "_queue",
@@ -76,13 +87,16 @@ class _Batcher:
         write: Callable[[list[Any]], list[Any]],
         timeout: float,
         listeners: list[Listener],
+        lanes: Callable[[], int] = lambda: 1,
     ) -> None:
         self._name = name
         self._write = write
         self._timeout = timeout
         self._listeners = listeners
+        self._lanes = lanes
         self._queue: list[tuple[Any, Callback]] = []
-        self._flusher: Any = None
+        self._flushers = 0  # flusher greenlets alive
+        self._idle = 0  # of them, waiting for a batch
         self._wake = gevent.event.Event()
         self._closed = False
         self._since = 0.0  # when the first write of the batch gathering now was queued
@@ -90,15 +104,16 @@ class _Batcher:
     def submit(self, write: Any, callback: Callback) -> None:
         if not self._queue:
             self._since = perf_counter()
-            # The flusher wakes in the next turn of the hub, after every actor scheduled
+            # A flusher wakes in the next turn of the hub, after every actor scheduled
             # in this one had its chance to add its writes (set() only schedules it).
             self._wake.set()
+            if not self._idle and self._flushers < self._lanes():
+                self._flushers += 1
+                gevent.spawn(self._run)
         self._queue.append((write, callback))
-        if self._flusher is None:
-            self._flusher = gevent.spawn(self._run)
 
     def close(self) -> None:
-        """End the flusher once it has written what is queued."""
+        """End the flushers once they have written what is queued."""
         self._closed = True
         self._wake.set()
 
@@ -119,11 +134,15 @@ class _Batcher:
                             _log.exception("persistence: a write callback failed")
                 wake.clear()
                 # Idle: wait for a write; end when none came for a while or on close.
-                woken = not self._closed and wake.wait(IDLE_FLUSHER_SECONDS)
+                self._idle += 1
+                try:
+                    woken = not self._closed and wake.wait(IDLE_FLUSHER_SECONDS)
+                finally:
+                    self._idle -= 1
                 if not self._queue and (not woken or self._closed):
                     return
         finally:
-            self._flusher = None
+            self._flushers -= 1
 
     def _observe(self, batch: list[tuple[Any, Callback]], results: list[Any], took: float) -> None:
         # The writes a store confirmed: their events (a state write is one) and their
@@ -238,11 +257,17 @@ class Persistence:
             def write(writes: list[Any]) -> list[Any]:
                 return self._store(kind).write_batch(writes)  # type: ignore[no-any-return]
 
+            def lanes() -> int:
+                # Never makes the store (submit runs in the actor's greenlet): one batch
+                # at a time until the first one made it.
+                return int(getattr(self._stores.get(kind), "batches_in_flight", 1))
+
             b = self._batchers[kind] = _Batcher(
                 plugins._LABEL[kind],  # type: ignore[index]  # noqa: SLF001
                 write,
                 self.settings.write_timeout,
                 self.listeners,
+                lanes,
             )
         return b
 

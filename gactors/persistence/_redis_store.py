@@ -23,10 +23,12 @@ on Redis Cluster.
 **Writes.** Each write is one Lua script (atomic): it compares the stored highest
 sequence number (or revision) with the one the write follows and the stored highest
 fencing token with the write's, and answers ``CONFLICT``/``FENCED`` with the stored
-value without writing anything, or appends and records the number and the token. All
-the writes of one batch (every actor's writes of one turn of the hub) are packed here
-into one buffer and sent in one round trip on a held connection, ``WAIT`` last when
-``persistence.wait_replicas`` is set.
+value without writing anything, or appends and records the number and the token (one
+``HSET`` for both). All the writes of one batch (every actor's writes of one turn of
+the hub) are packed here into one buffer and sent in one round trip on a held
+connection, ``WAIT`` last when ``persistence.wait_replicas`` is set. Two batches may be
+out at once, on two connections (``batches_in_flight``): the writes made while one is
+at the server go at once, so that the server and the process work at the same time.
 
 **Durability.** A confirmed write is in the server's memory; it survives a restart of
 the server only with ``appendonly yes`` (``appendfsync always``: every write is on disk
@@ -226,15 +228,24 @@ class RedisStore:
     """Journal, snapshot store and durable state store on the Redis server of
     ``backend`` (keys under ``<key_prefix>:<cluster name>:p``)."""
 
+    batches_in_flight = 2
+    """Batches of writes the persistence batcher may have out at once (one held
+    connection each)."""
+
     def __init__(self, backend: RedisBackend, wait_replicas: int = 0, timeout: float = 5.0) -> None:
         self._backend = backend
         self._base = f"{backend.key_prefix}:{backend.cluster_name}:p"
         self._ids_key = f"{self._base}:ids".encode()
         self._wait = wait_replicas
         self._wait_ms = max(1, int(timeout * 500))  # half the budget: the reply must come in time
-        # The batched writes: one held connection, one batch at a time.
-        self._held = open_connections(backend)
-        self._held_lock = Semaphore()
+        # The batched writes: two held connections ("lanes"), one batch at a time on
+        # each (the persistence batcher sends a second batch while one is out). The
+        # free ones are taken last in, first out: one batch at a time always goes on
+        # the same connection (self._held, the first).
+        lanes = [open_connections(backend) for _ in range(self.batches_in_flight)]
+        self._held = lanes[0]
+        self._free_lanes = lanes[::-1]
+        self._lanes_free = Semaphore(len(lanes))
         # Everything else (recoveries of many actors at once): a small pool.
         self._pool = open_connections(backend, max_connections=8)
         self._tags: dict[str, str] = {}
@@ -312,9 +323,10 @@ class RedisStore:
         trip; commands whose script the server had forgotten are sent again once it
         is loaded (each id has one write per batch, so their order does not matter)."""
         count = len(commands) + extra_count
-        with self._held_lock:
+        with self._lanes_free:
+            held = self._free_lanes.pop()
             try:
-                replies = exchange(self._held, what, b"".join(commands) + extra, count)
+                replies = exchange(held, what, b"".join(commands) + extra, count)
                 missing = [
                     i
                     for i, r in enumerate(replies[: len(commands)])
@@ -325,7 +337,7 @@ class RedisStore:
                         _command(b"SCRIPT", b"LOAD", s.source.encode()) for s in _SCRIPTS
                     )
                     again = exchange(
-                        self._held,
+                        held,
                         what,
                         load + b"".join(commands[i] for i in missing),
                         len(_SCRIPTS) + len(missing),
@@ -334,6 +346,8 @@ class RedisStore:
                         replies[i] = r
             except BackendUnavailable as e:
                 raise PersistenceError(f"the redis store failed ({what}): {e}") from e
+            finally:
+                self._free_lanes.append(held)
         return replies
 
     def _wait_command(self) -> bytes:

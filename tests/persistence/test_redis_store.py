@@ -340,15 +340,18 @@ def test_the_writes_of_many_actors_in_one_hub_turn_are_one_round_trip(
             probe.send(ref, ("persist", "warm"))
         probe.receive_n(200, T)
         store = Persistence.get(system).journal
-        conn = store._held.held_connection()
         sent: list[int] = []
-        original = conn.send_packed_command
+        for lane in store._free_lanes:  # every connection for writes (all free now)
+            conn = lane.held_connection()
+            if conn is None:
+                continue  # never used: it connects on first use, with no wrapper
+            original = conn.send_packed_command
 
-        def counting(*args: Any, **kwargs: Any) -> Any:
-            sent.append(1)
-            return original(*args, **kwargs)
+            def counting(*args: Any, _send: Any = original, **kwargs: Any) -> Any:
+                sent.append(1)
+                return _send(*args, **kwargs)
 
-        conn.send_packed_command = counting
+            conn.send_packed_command = counting
         before = raw(store, "INFO", "commandstats")
         for ref in refs:
             probe.send(ref, ("persist", "x"))
