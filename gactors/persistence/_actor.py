@@ -383,12 +383,19 @@ class PersistentActor(PersistentBase):
         pers = self._persistence
         pid = p.pid
         p.recovery_start = time.perf_counter()
+        token = self.context.fencing_token
 
         def load() -> Any:
+            # An incarnation with a lease first records its token with the journal
+            # (stores that can: ``fence``), so that from now on the store refuses the
+            # writes of an older incarnation still running (a paused host waking up),
+            # not only once this one has written.
+            fence = getattr(pers.journal, "fence", None) if token is not None else None
+            fenced = fence(pid, token) if fence is not None else None
             snap = None
             if recovery.enabled and recovery.from_snapshot:
                 snap = pers.snapshot_store.load(pid, recovery.to_sequence_nr)
-            highest = pers.journal.highest_sequence_nr(pid)
+            highest = pers.journal.highest_sequence_nr(pid) if fenced is None else fenced
             events: list[Any] = []
             if recovery.enabled and recovery.replay_max != 0:
                 start = snap.sequence_nr + 1 if snap is not None else 1

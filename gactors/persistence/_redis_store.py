@@ -113,6 +113,17 @@ return 0
 """
 )
 
+_FENCE_ON_RECOVERY = _Script(
+    """
+local h = redis.call('HMGET', KEYS[1], 'seq', 'tok')
+"""
+    + _FENCE
+    + """
+if not kept or tok > kept then redis.call('HSET', KEYS[1], 'tok', ARGV[2]) end
+return tonumber(h[1]) or 0
+"""
+)
+
 _STATE = _Script(
     """
 local h = redis.call('HMGET', KEYS[1], 'rev', 'tok')
@@ -492,6 +503,20 @@ class RedisStore:
         (h,) = self._keys(persistence_id, "h")
         value = self._command("highest sequence number", "HGET", h, "seq")
         return int(value) if value is not None else 0
+
+    def fence(self, persistence_id: str, fencing_token: int) -> int:
+        """Record ``fencing_token`` as the id's highest (:class:`FencedError` if a higher
+        one is stored) and return the highest sequence number, in one script: what a
+        recovering incarnation with a lease does first, so that an older incarnation
+        (a paused host that wakes up) is refused from then on, even before the new one
+        writes anything."""
+        (h,) = self._keys(persistence_id, "h")
+        reply = self._call(
+            "fence on recovery", _FENCE_ON_RECOVERY, [h], (b"", b"%d" % fencing_token)
+        )
+        if isinstance(reply, list):
+            raise _refusal(persistence_id, reply, "recovery", 0, fencing_token)
+        return int(reply)
 
     def delete_to(
         self, persistence_id: str, to_sequence_nr: int, fencing_token: int | None

@@ -19,6 +19,7 @@ from gactors import ActorSystem, Props, _dispatch
 from gactors.backoff import BackoffOpts, BackoffSupervisor
 from gactors.persistence import (
     AtomicWrite,
+    FencedError,
     Persistence,
     PersistenceError,
     PersistenceSettings,
@@ -90,6 +91,17 @@ def test_a_batch_is_one_round_trip(store: RedisStore) -> None:
     assert sent == [1]
     assert int(raw(store, "INFO", "stats")["total_net_input_bytes"]) > before
     assert [e.sequence_nr for e in store.replay("rt199", 1, None, None)] == [1, 2]
+
+
+def test_fence_records_the_token_and_refuses_an_older_one(store: RedisStore) -> None:
+    assert store.fence("fe", 3) == 0  # nothing stored yet: the token alone
+    assert store.persistence_ids() == [] and store.highest_sequence_nr("fe") == 0
+    assert store.write_batch([w("fe", 0, b"old", token=2)])[0].__class__.__name__ == ("FencedError")
+    assert store.write_batch([w("fe", 0, b"a", token=3)]) == [None]
+    assert store.fence("fe", 4) == 1
+    with pytest.raises(FencedError, match="token 3"):
+        store.fence("fe", 3)
+    assert [e.payload for e in store.replay("fe", 1, None, None)] == [b"a"]
 
 
 def test_a_forgotten_script_is_loaded_and_the_writes_go_through(store: RedisStore) -> None:
