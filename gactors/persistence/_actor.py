@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any, ClassVar, cast
 
-from gactors.exceptions import IllegalStateError
+from gactors.exceptions import IllegalStateError, SerializationError
 from gactors.persistence._base import PersistentBase, _observed
 from gactors.persistence._codec import codec
 from gactors.persistence._model import (
@@ -193,14 +193,24 @@ class PersistentActor(PersistentBase):
             raise TypeError(f"the handler must be callable, not {handler!r}")
         inv = _Invocation(kind, events, handler, self.sender)
         if kind != _DEFER:
-            enc = codec().encode_for_store
+            # Encoded once, here; the error text is only made for an event refused.
+            encode = codec().encode
             limit = self._persistence.settings.max_payload_size
             try:
-                inv.payloads = tuple(
-                    enc(e, f"an event of persistence id {p.pid!r}", limit) for e in events
-                )
-            except WriteRejected as e:
-                inv.rejected = e
+                payloads = tuple([encode(e) for e in events])
+                for x in payloads:
+                    if len(x) > limit:
+                        raise SerializationError("over the size limit")
+                inv.payloads = payloads
+            except SerializationError:
+                enc = codec().encode_for_store
+                try:  # again, for the message naming the event and the problem
+                    for e in events:
+                        enc(e, f"an event of persistence id {p.pid!r}", limit)
+                except WriteRejected as e:
+                    inv.rejected = e
+                else:  # pragma: no cover - the encoder is deterministic
+                    inv.rejected = WriteRejected(f"cannot store an event of {p.pid!r}")
         if kind == _PERSIST:
             p.stashing += 1
         p.batch.append(inv)
@@ -278,12 +288,17 @@ class PersistentActor(PersistentBase):
             p.batch = []
         while p.queue and p.in_flight is None:
             invs, p.queue = p.queue, []
-            payloads = [
-                pl
-                for inv in invs
-                if inv.kind != _DEFER and inv.rejected is None
-                for pl in inv.payloads
-            ]
+            if len(invs) == 1:  # the common case: one persist call per command
+                payloads = invs[0].payloads if invs[0].rejected is None else ()
+            else:
+                payloads = tuple(
+                    [
+                        pl
+                        for inv in invs
+                        if inv.kind != _DEFER and inv.rejected is None
+                        for pl in inv.payloads
+                    ]
+                )
             if not payloads:
                 # Nothing to store (defers, events the encoder refused): resolve now, in
                 # order; their handlers may persist again, hence the loop.
@@ -292,9 +307,7 @@ class PersistentActor(PersistentBase):
                     p.queue.extend(p.batch)
                     p.batch = []
                 continue
-            write = AtomicWrite(
-                p.pid, p.stored, self.context.fencing_token, tuple(payloads), time.time()
-            )
+            write = AtomicWrite(p.pid, p.stored, self.context.fencing_token, payloads, time.time())
             p.in_flight = invs
 
             def done(result: Any, _p: _State = p, ref: Any = self._gactors_cell.ref) -> None:
@@ -370,12 +383,19 @@ class PersistentActor(PersistentBase):
         pers = self._persistence
         pid = p.pid
         p.recovery_start = time.perf_counter()
+        token = self.context.fencing_token
 
         def load() -> Any:
+            # An incarnation with a lease first records its token with the journal
+            # (stores that can: ``fence``), so that from now on the store refuses the
+            # writes of an older incarnation still running (a paused host waking up),
+            # not only once this one has written.
+            fence = getattr(pers.journal, "fence", None) if token is not None else None
+            fenced = fence(pid, token) if fence is not None else None
             snap = None
             if recovery.enabled and recovery.from_snapshot:
                 snap = pers.snapshot_store.load(pid, recovery.to_sequence_nr)
-            highest = pers.journal.highest_sequence_nr(pid)
+            highest = pers.journal.highest_sequence_nr(pid) if fenced is None else fenced
             events: list[Any] = []
             if recovery.enabled and recovery.replay_max != 0:
                 start = snap.sequence_nr + 1 if snap is not None else 1

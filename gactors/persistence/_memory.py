@@ -150,6 +150,16 @@ class MemoryStore:
         rec = self._ids.get(persistence_id)
         return rec.highest if rec is not None else 0
 
+    def fence(self, persistence_id: str, fencing_token: int) -> int:
+        """Record ``fencing_token`` as the id's highest (:class:`FencedError` if a higher
+        one is stored) and return the highest sequence number: what a recovering
+        incarnation with a lease does first, so that an older one is refused from then
+        on, even before the new one writes."""
+        rec = self._id(persistence_id)
+        check_fence(persistence_id, rec.token, fencing_token)
+        rec.token = fencing_token
+        return rec.highest
+
     def delete_to(
         self, persistence_id: str, to_sequence_nr: int, fencing_token: int | None
     ) -> None:

@@ -23,10 +23,12 @@ on Redis Cluster.
 **Writes.** Each write is one Lua script (atomic): it compares the stored highest
 sequence number (or revision) with the one the write follows and the stored highest
 fencing token with the write's, and answers ``CONFLICT``/``FENCED`` with the stored
-value without writing anything, or appends and records the number and the token. All
-the writes of one batch (every actor's writes of one turn of the hub) are packed here
-into one buffer and sent in one round trip on a held connection, ``WAIT`` last when
-``persistence.wait_replicas`` is set.
+value without writing anything, or appends and records the number and the token (one
+``HSET`` for both). All the writes of one batch (every actor's writes of one turn of
+the hub) are packed here into one buffer and sent in one round trip on a held
+connection, ``WAIT`` last when ``persistence.wait_replicas`` is set. Two batches may be
+out at once, on two connections (``batches_in_flight``): the writes made while one is
+at the server go at once, so that the server and the process work at the same time.
 
 **Durability.** A confirmed write is in the server's memory; it survives a restart of
 the server only with ``appendonly yes`` (``appendfsync always``: every write is on disk
@@ -91,15 +93,34 @@ if seq ~= tonumber(ARGV[1]) then return {'CONFLICT', string.format('%d', seq)} e
     + _FENCE
     + """
 local n = #ARGV - 2
-local i = 3
-while i <= #ARGV do
-  local j = math.min(i + 999, #ARGV)
-  redis.call('RPUSH', KEYS[2], unpack(ARGV, i, j))
-  i = j + 1
+if n <= 1000 then
+  redis.call('RPUSH', KEYS[2], unpack(ARGV, 3))
+else
+  -- unpack() of very many values could overflow Lua's C stack: in slices
+  local i = 3
+  while i <= #ARGV do
+    local j = math.min(i + 999, #ARGV)
+    redis.call('RPUSH', KEYS[2], unpack(ARGV, i, j))
+    i = j + 1
+  end
 end
-redis.call('HSET', KEYS[1], 'seq', string.format('%d', seq + n))
-if tok then redis.call('HSET', KEYS[1], 'tok', ARGV[2]) end
+if tok then
+  redis.call('HSET', KEYS[1], 'seq', string.format('%d', seq + n), 'tok', ARGV[2])
+else
+  redis.call('HSET', KEYS[1], 'seq', string.format('%d', seq + n))
+end
 return 0
+"""
+)
+
+_FENCE_ON_RECOVERY = _Script(
+    """
+local h = redis.call('HMGET', KEYS[1], 'seq', 'tok')
+"""
+    + _FENCE
+    + """
+if not kept or tok > kept then redis.call('HSET', KEYS[1], 'tok', ARGV[2]) end
+return tonumber(h[1]) or 0
 """
 )
 
@@ -218,18 +239,33 @@ class RedisStore:
     """Journal, snapshot store and durable state store on the Redis server of
     ``backend`` (keys under ``<key_prefix>:<cluster name>:p``)."""
 
+    batches_in_flight = 2
+    """Batches of writes the persistence batcher may have out at once (one held
+    connection each)."""
+
     def __init__(self, backend: RedisBackend, wait_replicas: int = 0, timeout: float = 5.0) -> None:
         self._backend = backend
         self._base = f"{backend.key_prefix}:{backend.cluster_name}:p"
         self._ids_key = f"{self._base}:ids".encode()
         self._wait = wait_replicas
         self._wait_ms = max(1, int(timeout * 500))  # half the budget: the reply must come in time
-        # The batched writes: one held connection, one batch at a time.
-        self._held = open_connections(backend)
-        self._held_lock = Semaphore()
+        # The batched writes: two held connections ("lanes"), one batch at a time on
+        # each (the persistence batcher sends a second batch while one is out). The
+        # free ones are taken last in, first out: one batch at a time always goes on
+        # the same connection (self._held, the first).
+        lanes = [open_connections(backend) for _ in range(self.batches_in_flight)]
+        self._held = lanes[0]
+        self._free_lanes = lanes[::-1]
+        self._lanes_free = Semaphore(len(lanes))
         # Everything else (recoveries of many actors at once): a small pool.
         self._pool = open_connections(backend, max_connections=8)
         self._tags: dict[str, str] = {}
+        # The constant part of every append command (after its "*<count>"), and the
+        # keys' part per id.
+        self._append_head = (
+            b"\r\n$7\r\nEVALSHA\r\n$40\r\n" + _APPEND.sha.encode() + b"\r\n$1\r\n2\r\n"
+        )
+        self._append_heads: dict[str, bytes] = {}
 
     def __repr__(self) -> str:
         return f"<RedisStore {self._backend.safe_url} keys {self._base}:*>"
@@ -298,9 +334,10 @@ class RedisStore:
         trip; commands whose script the server had forgotten are sent again once it
         is loaded (each id has one write per batch, so their order does not matter)."""
         count = len(commands) + extra_count
-        with self._held_lock:
+        with self._lanes_free:
+            held = self._free_lanes.pop()
             try:
-                replies = exchange(self._held, what, b"".join(commands) + extra, count)
+                replies = exchange(held, what, b"".join(commands) + extra, count)
                 missing = [
                     i
                     for i, r in enumerate(replies[: len(commands)])
@@ -311,7 +348,7 @@ class RedisStore:
                         _command(b"SCRIPT", b"LOAD", s.source.encode()) for s in _SCRIPTS
                     )
                     again = exchange(
-                        self._held,
+                        held,
                         what,
                         load + b"".join(commands[i] for i in missing),
                         len(_SCRIPTS) + len(missing),
@@ -320,6 +357,8 @@ class RedisStore:
                         replies[i] = r
             except BackendUnavailable as e:
                 raise PersistenceError(f"the redis store failed ({what}): {e}") from e
+            finally:
+                self._free_lanes.append(held)
         return replies
 
     def _wait_command(self) -> bytes:
@@ -363,23 +402,59 @@ class RedisStore:
             return self._append_all(writes)
         return self._put_states(writes)
 
+    def _append_keys(self, pid: str) -> bytes:
+        """The RESP bulk strings of the two keys an append names (made once per id)."""
+        keys = self._append_heads.get(pid)
+        if keys is None:
+            if len(self._append_heads) > 100_000:
+                self._append_heads.clear()
+            h, e = self._keys(pid, "h", "e")
+            keys = self._append_heads[pid] = _bulk(h.encode()) + _bulk(e.encode())
+        return keys
+
     def _append_all(self, writes: Sequence[AtomicWrite]) -> list[BaseException | None]:
-        head = b"*%d\r\n$7\r\nEVALSHA\r\n$40\r\n" + _APPEND.sha.encode() + b"\r\n$1\r\n2\r\n"
+        # The hot path: one EVALSHA per write, its RESP encoding built here (no client
+        # library in between); the keys' bulk strings are kept per id.
+        head = self._append_head
         commands: list[bytes] = []
         new_ids: list[bytes] = []
+        stamp = _TS.pack
         for w in writes:
-            h, e = self._keys(w.persistence_id, "h", "e")
-            ts = _TS.pack(w.timestamp)
+            payloads = w.payloads
+            after = b"%d" % w.after_sequence_nr
             token = b"" if w.fencing_token is None else b"%d" % w.fencing_token
-            parts = [
-                head % (7 + len(w.payloads)),
-                _bulk(h.encode()),
-                _bulk(e.encode()),
-                _bulk(b"%d" % w.after_sequence_nr),
-                _bulk(token),
-            ]
-            parts.extend(_bulk(ts + p) for p in w.payloads)
-            commands.append(b"".join(parts))
+            ts = stamp(w.timestamp)
+            if len(payloads) == 1:
+                p = payloads[0]
+                commands.append(
+                    b"*8%s%s$%d\r\n%s\r\n$%d\r\n%s\r\n$%d\r\n%s%s\r\n"
+                    % (
+                        head,
+                        self._append_keys(w.persistence_id),
+                        len(after),
+                        after,
+                        len(token),
+                        token,
+                        len(p) + 8,
+                        ts,
+                        p,
+                    )
+                )
+            else:
+                parts = [
+                    b"*%d%s%s$%d\r\n%s\r\n$%d\r\n%s\r\n"
+                    % (
+                        7 + len(payloads),
+                        head,
+                        self._append_keys(w.persistence_id),
+                        len(after),
+                        after,
+                        len(token),
+                        token,
+                    )
+                ]
+                parts.extend(b"$%d\r\n%s%s\r\n" % (len(p) + 8, ts, p) for p in payloads)
+                commands.append(b"".join(parts))
             if w.after_sequence_nr == 0:
                 new_ids.append(w.persistence_id.encode())
         extra, extra_count = b"", 0
@@ -428,6 +503,20 @@ class RedisStore:
         (h,) = self._keys(persistence_id, "h")
         value = self._command("highest sequence number", "HGET", h, "seq")
         return int(value) if value is not None else 0
+
+    def fence(self, persistence_id: str, fencing_token: int) -> int:
+        """Record ``fencing_token`` as the id's highest (:class:`FencedError` if a higher
+        one is stored) and return the highest sequence number, in one script: what a
+        recovering incarnation with a lease does first, so that an older incarnation
+        (a paused host that wakes up) is refused from then on, even before the new one
+        writes anything."""
+        (h,) = self._keys(persistence_id, "h")
+        reply = self._call(
+            "fence on recovery", _FENCE_ON_RECOVERY, [h], (b"", b"%d" % fencing_token)
+        )
+        if isinstance(reply, list):
+            raise _refusal(persistence_id, reply, "recovery", 0, fencing_token)
+        return int(reply)
 
     def delete_to(
         self, persistence_id: str, to_sequence_nr: int, fencing_token: int | None

@@ -312,16 +312,45 @@ def test_a_lower_fencing_token_is_refused(psys: ActorSystem, mem: MemoryPersiste
     persist_n(probe, new, ["new-1"])
     old_trace: list[Any] = []
     old = psys.actor_of(LeasedProps.of(Props(Recorder, "fenced", old_trace, probe.ref), None, 6))
-    probe.send(old, "get")  # recovered: it follows sequence number 1, only its token is old
-    assert probe.receive_one(T) == (["new-1"], 1, 0)
-    probe.send(old, ("persist", "old-2"))
+    # Its recovery records its token first (the store's fence): refused, it never runs.
     failure = probe.receive_one(T)
-    assert failure[0] == "failure" and isinstance(failure[1], FencedError), failure
+    assert failure[0] == "recovery_failure", failure
     assert "token 6" in str(failure[1]) and "token 7" in str(failure[1])
     stopped(psys, old)
+    assert not [t for t in old_trace if t[0] == "cmd"]
+    # A write with an older token (here made by hand) is refused by the store itself.
+    (refused,) = mem.store.write_batch([AtomicWrite("fenced", 1, 6, (b"x",), 0.0)])
+    assert isinstance(refused, FencedError), refused
     assert mem.events("fenced") == ["new-1"]
     persist_n(probe, new, ["new-2"])
     assert mem.events("fenced") == ["new-1", "new-2"]
+
+
+def test_a_recovered_newer_incarnation_fences_the_older_one_before_it_writes(
+    psys: ActorSystem, mem: MemoryPersistence
+) -> None:
+    # The paused-host case: the old incarnation (token 6) recovered first and still
+    # runs; the new one (token 7) has recovered but written nothing yet. The store knows
+    # token 7 from the recovery, so the old one's write is refused and stores nothing.
+    probe = TestProbe(psys)
+    old = psys.actor_of(LeasedProps.of(Props(Recorder, "woke", [], probe.ref), None, 6))
+    probe.send(old, "get")
+    assert probe.receive_one(T) == ([], 0, 0)
+    new = psys.actor_of(LeasedProps.of(Props(Recorder, "woke", [], probe.ref), None, 7))
+    probe.send(new, "get")
+    assert probe.receive_one(T) == ([], 0, 0)
+    probe.send(old, ("persist", "late"))
+    failure = probe.receive_one(T)
+    assert failure[0] == "failure" and isinstance(failure[1], FencedError), failure
+    stopped(psys, old)
+    assert mem.events("woke") == []
+    persist_n(probe, new, ["new-1"])
+    assert mem.events("woke") == ["new-1"]
+    # And an incarnation older than the token stored fails its recovery.
+    stale = psys.actor_of(LeasedProps.of(Props(Recorder, "woke", [], probe.ref), None, 5))
+    failure = probe.receive_one(T)
+    assert failure[0] == "recovery_failure" and "token 5" in str(failure[1]), failure
+    stopped(psys, stale)
 
 
 # -- failure hooks ------------------------------------------------------------------------------

@@ -20,6 +20,7 @@ from gactors.persistence.query import events_by_persistence_id, persistence_ids
 from gactors.testkit import TestProbe
 
 from ._recorder import Recorder
+from ._report import report
 
 WRITER = str(Path(__file__).with_name("_sqlite_writer.py"))
 
@@ -66,6 +67,12 @@ def test_everything_confirmed_survives_sigkill_of_the_process(tmp_path: Path) ->
     with ActorSystem("recover", config={"persistence": {"path": path}}) as system:
         probe = TestProbe(system)
         assert sorted(persistence_ids(system)) == sorted(confirmed)
+        found = {pid: len(list(events_by_persistence_id(system, pid))) for pid in confirmed}
+        report(
+            f"sqlite writer SIGKILLed: {sum(confirmed.values())} events confirmed "
+            f"(handler ran) by {writers} actors, {sum(found.values())} found after, "
+            f"{sum(max(0, n - found[p]) for p, n in confirmed.items())} confirmed missing"
+        )
         for pid, n in confirmed.items():
             stored = [e.event for e in events_by_persistence_id(system, pid)]
             # Every confirmed event, in order, no gap; perhaps a few more whose write
