@@ -259,6 +259,9 @@ def _on_traced(cell: ActorCell, env: Traced) -> None:
             otel_context.detach(token)
         return
     mtype = type(inner)
+    if mtype is _delivery:
+        # Reliable delivery: the entity's handler gets the message the Delivery carries.
+        mtype = type(inner.message)
     with t.tracer.start_as_current_span(
         f"{type(actor).__name__} receive {mtype.__name__}",
         context=parent,

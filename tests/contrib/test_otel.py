@@ -370,3 +370,119 @@ def test_web_request_ask_remote_actor_reply_is_one_trace(
             node.close()
         system.terminate()
         system.await_termination(10)
+
+
+# -- sharding and reliable delivery ----------------------------------------------------------------
+FAST = {"heartbeat_interval": 0.2, "unreachable_after": 1.0, "down_after": 2.0, "lease_ttl": 1.5}
+
+
+class Entity(Actor):
+    def receive(self, m: Any) -> None:
+        if self.sender is not None:
+            self.sender.tell(("got", self.context.entity_id, m))
+
+
+def _cluster(name: str, url: str, tracer: Tracer) -> ActorSystem:
+    return ActorSystem(
+        name,
+        config={
+            "cluster": dict(FAST, url=url),
+            "tracing": {"tracer_provider": tracer.provider},
+        },
+    )
+
+
+def _wait_members(systems: list[ActorSystem], n: int) -> None:
+    from gactors.cluster import Cluster
+
+    deadline = time.monotonic() + dilated(15.0)
+    while time.monotonic() < deadline:
+        if all(sum(m.status == "up" for m in Cluster(s).members) == n for s in systems):
+            return
+        time.sleep(0.05)
+    raise AssertionError("the nodes never saw each other up")
+
+
+def test_sharding_carries_the_context_to_entities_on_both_nodes(
+    redis_url: str, tracer: Tracer
+) -> None:
+    pytest.importorskip("redis")
+    pytest.importorskip("msgspec")
+    from gactors.cluster import ClusterSharding
+
+    name = f"shard{uuid.uuid4().hex[:6]}"
+    a = _cluster(name, redis_url, tracer)
+    b = _cluster(name, redis_url, tracer)
+    try:
+        _wait_members([a, b], 2)
+        for s in (a, b):
+            ClusterSharding(s).start("acct", Props(Entity), number_of_shards=32)
+        sharding = ClusterSharding(a)
+        entities = [f"e{i}" for i in range(64)]
+        # Warm up: every shard placed, both views settled (outside any trace).
+        for e in entities:
+            assert sharding.entity_ref("acct", e).ask("warm", timeout=dilated(10.0))[0] == "got"
+        assert tracer.spans(0) == []
+        # One span per message: each entity's receive must be the child of the span
+        # its message was sent in, though the region batches them per node.
+        sent: dict[str, Any] = {}
+        for e in entities[:-1]:
+            with tracer.tracer.start_as_current_span(f"send {e}") as sp:
+                sharding.entity_ref("acct", e).tell(("hello", e))
+            sent[e] = sp.get_span_context()
+        with tracer.tracer.start_as_current_span("ask") as sp:
+            # An ask through the region too (its reply comes back untraced).
+            assert sharding.entity_ref("acct", entities[-1]).ask("last", timeout=10.0)[0] == "got"
+        sent[entities[-1]] = sp.get_span_context()
+        everything = tracer.spans(128, timeout=15.0)
+        spans = [s for s in everything if s.name.startswith("Entity")]
+        assert len(spans) == 64
+        for s in spans:
+            eid = s.attributes["gactors.actor.path"].rsplit("/", 1)[-1]
+            assert s.parent.span_id == sent[eid].span_id, eid
+            assert s.context.trace_id == sent[eid].trace_id, eid
+        # Entities of both nodes: the context crossed the regions' batches on the wire.
+        assert {s.attributes["gactors.node"] for s in spans} == {str(a.address), str(b.address)}
+        # No span for the regions and shards (gactors' own actors) by default.
+        assert {s.name.split()[0] for s in everything} == {"send", "ask", "Entity"}
+    finally:
+        for s in (b, a):
+            s.terminate()
+            s.await_termination(15)
+
+
+class Counter(Actor):
+    pass
+
+
+def test_reliable_delivery_carries_the_context_from_send(redis_url: str, tracer: Tracer) -> None:
+    pytest.importorskip("redis")
+    pytest.importorskip("msgspec")
+    from gactors.cluster import ClusterSharding
+    from gactors.delivery import ReliableEntity, ReliableSender
+
+    got: list[Any] = []
+
+    class Account(ReliableEntity, Actor):
+        def receive(self, m: Any) -> None:
+            got.append(m)
+
+    node = _cluster(f"rel{uuid.uuid4().hex[:6]}", redis_url, tracer)
+    try:
+        ClusterSharding(node).start("acct", Props(Account), passivate_idle_after=None)
+        sender = ReliableSender(node, "acct", "p1", durable=False)
+        with tracer.tracer.start_as_current_span("request") as root:
+            for i in range(3):
+                sender.send("a1", ("deposit", i))
+        deadline = time.monotonic() + dilated(10.0)
+        while len(got) < 3 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        # The entity's code sees the messages themselves.
+        assert got == [("deposit", 0), ("deposit", 1), ("deposit", 2)]
+        spans = [s for s in tracer.spans(4) if s.name.startswith("Account")]
+        assert [s.name for s in spans] == ["Account receive tuple"] * 3
+        assert {s.parent.span_id for s in spans} == {root.get_span_context().span_id}
+        assert {s.attributes["gactors.message.type"] for s in spans} == {"tuple"}
+    finally:
+        node.terminate()
+        node.await_termination(15)
