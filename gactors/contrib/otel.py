@@ -71,7 +71,7 @@ if TYPE_CHECKING:
     from gactors._cell import ActorCell
     from gactors._system import ActorSystem
 
-__all__ = ["SCOPE", "Traced", "Tracing", "TracingExtension", "tracing_of"]
+__all__ = ["SCOPE", "TraceIdFilter", "Traced", "Tracing", "TracingExtension", "tracing_of"]
 
 _log = logging.getLogger("gactors.otel")
 
@@ -462,6 +462,25 @@ def _disable(system: ActorSystem) -> None:
             setattr(cls, name, original)
         _originals.clear()
         _log.debug("tracing removed: no traced actor system left")
+
+
+class TraceIdFilter(logging.Filter):
+    """A ``logging`` filter that puts the current trace and span ids on every record
+    (``record.trace_id``, 32 hex digits, and ``record.span_id``, 16; ``"0"`` outside any
+    span), so that log lines written inside ``receive`` can be found from the trace::
+
+        handler.addFilter(TraceIdFilter())
+        handler.setFormatter(logging.Formatter("%(asctime)s %(trace_id)s %(message)s"))
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        sc = _get_span().get_span_context()
+        if sc.is_valid:
+            record.trace_id = f"{sc.trace_id:032x}"
+            record.span_id = f"{sc.span_id:016x}"
+        else:
+            record.trace_id = record.span_id = "0"
+        return True
 
 
 def installed() -> bool:

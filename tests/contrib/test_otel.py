@@ -486,3 +486,38 @@ def test_reliable_delivery_carries_the_context_from_send(redis_url: str, tracer:
     finally:
         node.terminate()
         node.await_termination(15)
+
+
+def test_log_records_of_a_receive_carry_its_trace_id(traced: ActorSystem, tracer: Tracer) -> None:
+    import logging
+
+    records: list[logging.LogRecord] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            records.append(record)
+
+    class Logs(Actor):
+        def receive(self, m: Any) -> None:
+            self.log.info("handling %s", m)
+            self.sender.tell("done")
+
+    handler = Keep()
+    handler.addFilter(otel.TraceIdFilter())
+    logger = logging.getLogger("gactors.actor")
+    logger.addHandler(handler)
+    old = logger.level
+    logger.setLevel(logging.INFO)
+    try:
+        ref = traced.actor_of(Props(Logs), "logs")
+        with tracer.tracer.start_as_current_span("request"):
+            assert ref.ask("x", timeout=5.0) == "done"
+        assert ref.ask("y", timeout=5.0) == "done"
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(old)
+    (span,) = tracer.named(2, "Logs")
+    first, second = records
+    assert first.trace_id == f"{span.context.trace_id:032x}"  # type: ignore[attr-defined]
+    assert first.span_id == f"{span.context.span_id:016x}"  # type: ignore[attr-defined]
+    assert second.trace_id == "0"  # type: ignore[attr-defined]
