@@ -62,7 +62,7 @@ except ImportError as _e:  # pragma: no cover - depends on the environment
 
 from gactors._cell import AUTO_RECEIVED
 from gactors._extension import ExtensionId
-from gactors._messages import register_carrier
+from gactors._messages import NotInfluenceReceiveTimeout, register_carrier
 from gactors._ref import IMPLICIT as _IMPLICIT
 from gactors._ref import ActorRef, LocalActorRef, PromiseRef
 from gactors.exceptions import ConfigError
@@ -102,6 +102,10 @@ class Traced:
     flags: int
     state: str
     context: Any = field(default=None, init=False, repr=False)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # The pickle serializer: the local context (spans, baggage) stays here.
+        return (Traced, (self.message, self.trace_id, self.span_id, self.flags, self.state))
 
 
 def _unpack(env: Traced, sender: Any) -> list[tuple[Any, Any]]:
@@ -293,17 +297,30 @@ AUTO_RECEIVED[Traced] = _on_traced
 _states: dict[Any, Tracing] = {}
 _lock = threading.Lock()
 _originals: dict[tuple[type, str], Any] = {}
-# Message types never wrapped: the envelope itself and the messages the cell handles
-# itself (PoisonPill, Kill, Identify, timers...: control, not work).
 _get_span = trace.get_current_span
 _get_context = otel_context.get_current
 _sharding_envelope: Any = None
 _delivery: Any = None
 
 
+_wrappable: dict[type, bool] = {}
+
+
+def _kind(cls: type) -> bool:
+    # Not wrapped: what the cell handles itself (PoisonPill, Kill, Identify, timers, the
+    # envelope itself: control, not work) and what must not reset a receive timeout
+    # (the envelope would, being of another class).
+    ok = _wrappable[cls] = not (cls in AUTO_RECEIVED or issubclass(cls, NotInfluenceReceiveTimeout))
+    return ok
+
+
 def _wrap(message: Any, t: Tracing) -> Any:
     """``message`` in an envelope with the current span's context (or as it is)."""
-    if type(message) in AUTO_RECEIVED:
+    cls = type(message)
+    ok = _wrappable.get(cls)
+    if ok is None:
+        ok = _kind(cls)
+    if not ok:
         return message
     sc = _get_span().get_span_context()
     if sc.is_valid:
