@@ -25,9 +25,9 @@ Where the context travels:
 * through sharding, inside the :class:`~gactors.cluster.ShardingEnvelope` (the entity's
   message is wrapped, not the envelope), so it survives the region's batching and
   buffering;
-* through reliable delivery, with the message from ``send`` on (stored with it by a
-  durable producer, resent with it), and unwrapped around the ``Delivery`` the entity
-  gets.
+* through reliable delivery, with the message from ``send`` on (resent with it), and
+  unwrapped around the ``Delivery`` the entity gets; a durable producer stores no
+  context (its journal must stay readable without tracing).
 
 gactors' own actors (regions, shards, producers, singleton managers: classes defined in
 ``gactors.*``) get no span of their own unless ``system_actors = true``; they run with
@@ -422,10 +422,12 @@ def _traced_timeout_error(original: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _traced_send(original: Callable[..., int]) -> Callable[..., int]:
-    # ReliableSender.send: the context is taken here, stored and resent with the message.
+    # ReliableSender.send: the context is taken here and resent with the message. Not
+    # for a durable producer: its journal must stay readable by a node without tracing
+    # (the envelope would be stored with the message).
     def send(self: Any, entity_id: str, message: Any, **kwargs: Any) -> int:
         t = _states.get(self.system)
-        if t is not None and message is not None:
+        if t is not None and message is not None and not self.durable:
             message = _wrap(message, t)
         return original(self, entity_id, message, **kwargs)
 
