@@ -521,3 +521,28 @@ def test_log_records_of_a_receive_carry_its_trace_id(traced: ActorSystem, tracer
     assert first.trace_id == f"{span.context.trace_id:032x}"  # type: ignore[attr-defined]
     assert first.span_id == f"{span.context.span_id:016x}"  # type: ignore[attr-defined]
     assert second.trace_id == "0"  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("system_actors", [False, True])
+def test_gactors_own_actors_pass_the_context_on(tracer: Tracer, system_actors: bool) -> None:
+    from gactors.routing import RoundRobinPool
+
+    config = {"tracing": {"tracer_provider": tracer.provider, "system_actors": system_actors}}
+    s = ActorSystem("routed", config=config)
+    try:
+        router = s.actor_of(RoundRobinPool(2).props(Props(Echo)), "pool")
+        with tracer.tracer.start_as_current_span("request") as root:
+            assert router.ask("hi", timeout=5.0) == ("echo", "hi")
+        spans = _by_name(tracer.spans(3 if system_actors else 2))
+        echo = spans["Echo receive str"]
+        if system_actors:
+            # The router's own span sits between the request and the routee.
+            pool = spans["_PoolRouter receive str"]
+            assert pool.parent.span_id == root.get_span_context().span_id
+            assert echo.parent.span_id == pool.context.span_id
+        else:
+            assert set(spans) == {"request", "Echo receive str"}
+            assert echo.parent.span_id == root.get_span_context().span_id
+    finally:
+        s.terminate()
+        s.await_termination(10)
