@@ -26,7 +26,14 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
-from gactors import Actor, ActorSystem, DeadLetter, Props
+from gactors import (
+    Actor,
+    ActorSystem,
+    DeadLetter,
+    NotInfluenceReceiveTimeout,
+    Props,
+    ReceiveTimeout,
+)
 from gactors._ref import ActorRef, LocalActorRef
 from gactors.contrib import otel
 from gactors.exceptions import ConfigError
@@ -546,3 +553,39 @@ def test_gactors_own_actors_pass_the_context_on(tracer: Tracer, system_actors: b
     finally:
         s.terminate()
         s.await_termination(10)
+
+
+class Tick(NotInfluenceReceiveTimeout):
+    """Does not reset the receive timeout (traced or not)."""
+
+
+class Idle(Actor):
+    def __init__(self, probe: ActorRef) -> None:
+        self.probe = probe
+        self.context.set_receive_timeout(0.3)
+
+    def receive(self, m: Any) -> None:
+        if m is ReceiveTimeout:
+            self.probe.tell("timed out")
+
+
+def test_a_traced_tick_does_not_reset_the_receive_timeout(
+    traced: ActorSystem, tracer: Tracer
+) -> None:
+    import gevent
+
+    probe = TestProbe(traced)
+    ref = traced.actor_of(Props(Idle, probe.ref), "idle")
+
+    def ticks() -> None:
+        with tracer.tracer.start_as_current_span("ticking"):
+            for _ in range(60):
+                ref.tell(Tick())
+                gevent.sleep(0.05)
+
+    g = gevent.spawn(ticks)
+    try:
+        # Ticks every 50 ms for 3 s: the 0.3 s timeout fires all the same.
+        assert probe.receive_one(timeout=2.0) == "timed out"
+    finally:
+        g.kill()
