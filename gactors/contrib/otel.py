@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import sys
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -170,6 +171,10 @@ class TracingExtension(ExtensionId[Tracing]):
         if type(table) is bool:
             table = {"enabled": table}
         values = super().validate_settings(table)
+        if values["enabled"] and "gactors.cluster" in sys.modules:
+            # Known on the wire before the node starts reading its inbox (the extension
+            # itself is created once the node joined).
+            _register_wire()
         provider = values["tracer_provider"]
         if provider is not None and not callable(getattr(provider, "get_tracer", None)):
             raise ConfigError(
@@ -458,40 +463,60 @@ def _traced_send(original: Callable[..., int]) -> Callable[..., int]:
     return send
 
 
-def _patches() -> list[tuple[type, str, Callable[[Any], Any]]]:
-    global _sharding_envelope, _delivery
-    out: list[tuple[type, str, Callable[[Any], Any]]] = [
+_Patch = tuple[type, str, Callable[[Any], Any]]
+
+
+def _core_patches() -> list[_Patch]:
+    return [
         (LocalActorRef, "tell", _traced_tell),
         (ActorRef, "ask", _traced_ask),
         (PromiseRef, "timeout_error", _traced_timeout_error),
     ]
-    try:  # the cluster is an extra of its own (gactors[cluster])
-        from gactors.cluster._registry import register_message
-        from gactors.cluster._remote import RemoteActorRef
-        from gactors.cluster._sharding import ShardingEnvelope
-    except ImportError:
-        return out
-    register_message(Traced, tag="gactors.otel.Traced")
+
+
+def _cluster_patches() -> list[_Patch]:
+    """The cluster's part, installed once a traced system is a cluster node (a system
+    without a cluster loads nothing of it, tracing or not)."""
+    global _sharding_envelope, _delivery
+    from gactors.cluster._remote import RemoteActorRef
+    from gactors.cluster._sharding import ShardingEnvelope
+    from gactors.delivery._messages import Delivery
+    from gactors.delivery._producer import ReliableSender
+
+    _register_wire()
     _sharding_envelope = ShardingEnvelope
-    out.append((RemoteActorRef, "tell", _traced_remote_tell))
-    try:
-        from gactors.delivery._messages import Delivery
-        from gactors.delivery._producer import ReliableSender
-    except ImportError:  # pragma: no cover - delivery needs what the cluster needs
-        return out
     _delivery = Delivery
-    out.append((ReliableSender, "send", _traced_send))
-    return out
+    return [
+        (RemoteActorRef, "tell", _traced_remote_tell),
+        (ReliableSender, "send", _traced_send),
+    ]
+
+
+def _register_wire() -> None:
+    from gactors.cluster._registry import register_message
+
+    register_message(Traced, tag="gactors.otel.Traced")  # again: harmless
+
+
+_groups: set[str] = set()
+
+
+def _install(group: str, patches: list[_Patch]) -> None:
+    for cls, name, make in patches:
+        original = cls.__dict__[name]
+        _originals[(cls, name)] = original
+        setattr(cls, name, make(original))
+    _groups.add(group)
+    _log.debug("tracing installed its %s methods", group)
 
 
 def _enable(system: ActorSystem, t: Tracing) -> None:
+    clustered = "cluster" in system.settings.extension_tables
     with _lock:
-        if not _states:
-            for cls, name, make in _patches():
-                original = cls.__dict__[name]
-                _originals[(cls, name)] = original
-                setattr(cls, name, make(original))
-            _log.debug("tracing installed (%d methods)", len(_originals))
+        if "core" not in _groups:
+            _install("core", _core_patches())
+        if clustered and "cluster" not in _groups:
+            _install("cluster", _cluster_patches())
         _states[system] = t
 
 
@@ -502,6 +527,7 @@ def _disable(system: ActorSystem) -> None:
         for (cls, name), original in _originals.items():
             setattr(cls, name, original)
         _originals.clear()
+        _groups.clear()
         _log.debug("tracing removed: no traced actor system left")
 
 

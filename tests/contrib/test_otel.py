@@ -589,3 +589,21 @@ def test_a_traced_tick_does_not_reset_the_receive_timeout(
         assert probe.receive_one(timeout=2.0) == "timed out"
     finally:
         g.kill()
+
+
+def test_tracing_without_a_cluster_loads_nothing_of_it() -> None:
+    code = (
+        "import sys\n"
+        "import gactors\n"
+        "s = gactors.ActorSystem('plain', config={'tracing': True})\n"
+        "from gactors.contrib import otel\n"
+        "assert otel.installed()\n"
+        "s.terminate(); s.await_termination(5)\n"
+        "bad = [m for m in ('gactors.cluster', 'gactors.delivery', 'redis', 'msgspec')"
+        " if m in sys.modules]\n"
+        "print('loaded:', bad)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    ).stdout
+    assert "loaded: []" in out
