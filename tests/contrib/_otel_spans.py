@@ -54,6 +54,7 @@ def span_record(span: ReadableSpan) -> dict[str, Any]:
         "events": [e.name for e in span.events],
         "service": span.resource.attributes.get("service.name"),
         "start": span.start_time,
+        "end": span.end_time,
     }
 
 
@@ -73,7 +74,7 @@ class FileSpanExporter(SpanExporter):
 
 def render_tree(records: Iterable[dict[str, Any]]) -> str:
     """The spans as an indented tree (parents before children, siblings by start time),
-    each line ``name [kind] service actor-path``."""
+    each line ``name [kind] (service) duration actor-path``."""
     recs = sorted(records, key=lambda r: r["start"])
     ids = {r["span_id"] for r in recs}
     children: dict[str | None, list[dict[str, Any]]] = {}
@@ -87,8 +88,10 @@ def render_tree(records: Iterable[dict[str, Any]]) -> str:
         where = attrs.get("gactors.actor.path", "")
         status = "  ERROR" if r["status"] == "ERROR" else ""
         branch = "" if root else ("└── " if last else "├── ")
+        took = (r["end"] - r["start"]) / 1e6 if r["end"] and r["start"] else 0.0
         lines.append(
-            f"{prefix}{branch}{r['name']} [{r['kind']}] ({r['service']}) {where}{status}".rstrip()
+            f"{prefix}{branch}{r['name']} [{r['kind']}] ({r['service']}) {took:.1f} ms "
+            f"{where}{status}".rstrip()
         )
         kids = children.get(r["span_id"], [])
         for i, k in enumerate(kids):
