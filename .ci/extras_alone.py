@@ -245,6 +245,43 @@ assert got == ["a", "b", "c"], got
 print("events recovered from SQLite by a new system:", got)
 """
 
+# otel: the API alone (no SDK): with `tracing = true` an ask made while a span is current
+# runs the actor's receive with that trace current (the API's no-op tracer keeps the
+# parent's context), nothing outside a span, and the methods are put back at terminate.
+OTEL_SMOKE = r"""
+from gevent import monkey
+
+monkey.patch_all()
+from opentelemetry import trace
+from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
+
+from gactors import Actor, ActorSystem, Props
+from gactors.contrib import otel
+
+
+class Who(Actor):
+    def receive(self, m):
+        # API alone: the no-op tracer's span carries the parent's context, so the
+        # receive sees the sender's trace id.
+        self.sender.tell(trace.get_current_span().get_span_context().trace_id)
+
+
+s = ActorSystem("smoke", config={"tracing": True})
+assert otel.installed()
+ref = s.actor_of(Props(Who), "who")
+sc = SpanContext(0x1234, 0x5678, is_remote=False, trace_flags=TraceFlags(1))
+with trace.use_span(NonRecordingSpan(sc)):
+    got = ref.ask("who", timeout=5)
+assert got == 0x1234, got
+assert ref.ask("who", timeout=5) == 0  # sent outside any span: no context
+s.terminate()
+s.await_termination(5)
+assert not otel.installed()
+import sys
+assert "opentelemetry.sdk" not in sys.modules
+print("otel alone: a tell/ask carries the trace context into receive; removed at terminate")
+"""
+
 SMOKES: dict[str, str] = {
     "persistence": PERSISTENCE_SMOKE,
     "gunicorn": GUNICORN_SMOKE,
@@ -252,6 +289,7 @@ SMOKES: dict[str, str] = {
     "dashboard": DASHBOARD_SMOKE,
     "browser": BROWSER_SMOKE,
     "prometheus": PROMETHEUS_SMOKE,
+    "otel": OTEL_SMOKE,
 }
 
 

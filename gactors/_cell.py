@@ -29,6 +29,7 @@ from gactors._dungeon.dispatch import NO_MAILBOX, NO_STASH, NO_SYSQ, Dispatch
 from gactors._dungeon.faulthandling import FATAL, FaultHandling
 from gactors._dungeon.receivetimeout import ReceiveTimeoutTimer
 from gactors._messages import (
+    _CARRIERS,
     ActorIdentity,
     Identify,
     Terminated,
@@ -203,6 +204,13 @@ class ActorCell(Children, DeathWatch, Dispatch, FaultHandling, ReceiveTimeoutTim
             fail = getattr(sender, "fail_from_target", None)
             if fail is not None:
                 fail(exc)
+        unpack = _CARRIERS.get(type(message))
+        if unpack is not None:
+            # A wrapper that ran the one message it carries (a traced message): that
+            # message is the one that failed, as pre_restart must see it.
+            carried = list(unpack(message, sender))
+            if len(carried) == 1:
+                message = carried[0][0]
         self.failed_message = message
         self.handle_invoke_failure(exc, tb=tb)
 
