@@ -37,6 +37,7 @@ the sender's context current, so what they tell on stays in the trace.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import sys
 import threading
@@ -396,8 +397,7 @@ def _traced_tell(original: Callable[..., None]) -> Callable[..., None]:
                 message = _wrap(message, t)
         original(self, message, sender)
 
-    tell.__doc__ = original.__doc__
-    tell.__wrapped__ = original  # type: ignore[attr-defined]
+    functools.update_wrapper(tell, original)  # its name, its doc, and __wrapped__
     return tell
 
 
@@ -413,8 +413,7 @@ def _traced_remote_tell(original: Callable[..., None]) -> Callable[..., None]:
                 message = _wrap(message, t)
         original(self, message, sender)
 
-    tell.__doc__ = original.__doc__
-    tell.__wrapped__ = original  # type: ignore[attr-defined]
+    functools.update_wrapper(tell, original)  # its name, its doc, and __wrapped__
     return tell
 
 
@@ -431,8 +430,7 @@ def _traced_ask(original: Callable[..., Any]) -> Callable[..., Any]:
                 message = _wrap(message, t)
         return original(self, message, **kwargs)
 
-    ask.__doc__ = original.__doc__
-    ask.__wrapped__ = original  # type: ignore[attr-defined]
+    functools.update_wrapper(ask, original)  # its name, its doc, and __wrapped__
     return ask
 
 
@@ -444,7 +442,7 @@ def _traced_timeout_error(original: Callable[..., Any]) -> Callable[..., Any]:
             self._message = msg.message
         return original(self, timeout)
 
-    timeout_error.__wrapped__ = original  # type: ignore[attr-defined]
+    functools.update_wrapper(timeout_error, original)
     return timeout_error
 
 
@@ -458,8 +456,7 @@ def _traced_send(original: Callable[..., int]) -> Callable[..., int]:
             message = _wrap(message, t)
         return original(self, entity_id, message, **kwargs)
 
-    send.__doc__ = original.__doc__
-    send.__wrapped__ = original  # type: ignore[attr-defined]
+    functools.update_wrapper(send, original)  # its name, its doc, and __wrapped__
     return send
 
 
