@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from gactors.cluster._seam import Backend, MembershipView
     from gactors.cluster._serialization import Record, WireCodec
     from gactors.cluster._settings import ClusterSettings
+    from gactors.cluster._wire import RecordRow
 
 _log = logging.getLogger("gactors.cluster")
 
@@ -47,7 +48,7 @@ _LEAVE_BUDGET = 3.0
 
 #: The messages of one destination waiting to be sent: their records, and for each
 #: (message, sender, ref) to report it as a dead letter.
-_Pending = tuple[list["Record"], list[tuple[Any, Any, "ActorRef"]]]
+_Pending = tuple[list["Record | RecordRow"], list[tuple[Any, Any, "ActorRef"]]]
 
 
 class _NodeBase:
@@ -111,7 +112,12 @@ class _NodeBase:
     if TYPE_CHECKING:
         # _Transport
         def _enqueue(
-            self, dest: str, rec: Record, message: Any, sender: ActorRef | None, ref: ActorRef
+            self,
+            dest: str,
+            rec: Record | RecordRow,
+            message: Any,
+            sender: ActorRef | None,
+            ref: ActorRef,
         ) -> None: ...
         def _dead_letter_all(self, metas: list[tuple[Any, Any, ActorRef]]) -> None: ...
         def _undecodable(self, error: str, summary: str, path: str | None) -> None: ...

@@ -93,6 +93,7 @@ from gactors.cluster._wire import (
     KIND_USER,
     SYSTEM_SERIALIZER_ID,
     Record,
+    RecordRow,
     WireCodec,
 )
 
@@ -115,6 +116,7 @@ __all__ = [
     "MsgpackSerializer",
     "PickleSerializer",
     "Record",
+    "RecordRow",
     "RefCodec",
     "WireCodec",
     "WireError",

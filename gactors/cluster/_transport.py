@@ -40,6 +40,7 @@ from gactors.cluster._serialization import (
     KIND_SYSTEM,
     KIND_USER,
     Record,
+    RecordRow,
     WireError,
     describe_payload,
 )
@@ -74,11 +75,18 @@ class _Transport(_NodeBase):
 
     def send_user(self, ref: RemoteActorRef, message: Any, sender: ActorRef | None) -> None:
         """Encode ``message`` (SerializationError to the caller) and queue it."""
-        rec = self.codec.user_record(ref.rpath, ref._uid, message, sender)
+        rec = self.codec.user_row(ref.rpath, ref._uid, message, sender)
         if get_ident() != self._tid:
             self.system.run_in_hub_async(self._enqueue, ref.dest, rec, message, sender, ref)
-        else:
+            return
+        # _enqueue's common case inlined (a destination with messages pending already:
+        # every message but the first of a flush under load).
+        p = self._pending.get(ref.dest)
+        if p is None or not self._wake_set or self.downed or ref.dest not in self._members:
             self._enqueue(ref.dest, rec, message, sender, ref)
+            return
+        p[0].append(rec)
+        p[1].append((message, sender, ref))
 
     def send_failure(self, ref: RemoteActorRef, exc: BaseException) -> None:
         """Reply ``Status.Failure(exc)`` to a remote promise (the asked actor failed)."""
@@ -88,7 +96,12 @@ class _Transport(_NodeBase):
             _log.warning("cannot send the failure %r to %s: %s", exc, ref, e)
 
     def _enqueue(
-        self, dest: str, rec: Record, message: Any, sender: ActorRef | None, ref: ActorRef
+        self,
+        dest: str,
+        rec: Record | RecordRow,
+        message: Any,
+        sender: ActorRef | None,
+        ref: ActorRef,
     ) -> None:
         if dest not in self._members or self.downed:
             if self.downed or dest in self._removed or self._closing:
@@ -333,40 +346,66 @@ class _Transport(_NodeBase):
     def _deliver_batch(self, data: bytes) -> None:
         codec = self.codec
         try:
-            records = codec.decode_batch(data)
+            heads, kinds, heads_of, sids, payloads = codec.decode_columns(data)
         except WireError as e:
             self._undecodable(str(e), describe_payload(data), None)
             return
-        self.stats["received"] += len(records)
-        remote_refs = self._remote_refs
-        local_refs = self._local_refs
+        self.stats["received"] += len(kinds)
+        # The user messages in one go when they allow it (else each below, so that a
+        # bad one is a dead letter of its own).
+        messages = codec.decode_payloads(sids, payloads) if KIND_SYSTEM not in kinds else None
         decode = codec.decode_message
-        for r in records:
+        # Each head (recipient, sender) is resolved once per batch, for all its
+        # records: [recipient, sender] or the WireError resolving it raised.
+        resolved: list[Any] = [None] * len(heads)
+        for i, h in enumerate(heads_of):
             try:
-                snd = r.sender
-                if snd is None:
-                    sender: Any = None
-                else:
-                    sender = remote_refs.get(snd)
-                    if sender is None:
-                        sender = self._sender_ref(snd)
-                    if sender is _QUARANTINED:
-                        self._quarantined(r, snd)
-                        continue
-                if r.kind == KIND_USER:
-                    message = decode(r.serializer_id, r.payload)
-                    recipient = local_refs.get(r.recipient)
+                target = resolved[h]
+                if target is None:
+                    target = resolved[h] = self._resolve_head(heads[h])
+                if type(target) is WireError:
+                    raise target
+                recipient, sender = target
+                if sender is _QUARANTINED:
+                    self._quarantined(
+                        Record(kinds[i], heads[h][0], heads[h][1], sids[i], payloads[i]),
+                        heads[h][1],
+                    )
+                    continue
+                kind = kinds[i]
+                if kind == KIND_USER:
+                    message = messages[i] if messages is not None else decode(sids[i], payloads[i])
                     if recipient is None:
-                        recipient = self._recipient(r.recipient)
+                        recipient = self._recipient(heads[h][0])
+                        # Cached only for user records (as before: the recipient of a
+                        # system record is resolved by its handler).
+                        target[0] = recipient
                     recipient.tell(message, sender)
-                elif r.kind == KIND_SYSTEM:
-                    self._system_record(r)
+                elif kind == KIND_SYSTEM:
+                    self._system_record(
+                        Record(kind, heads[h][0], heads[h][1], sids[i], payloads[i])
+                    )
                 else:
-                    raise WireError(f"a record of unknown kind {r.kind!r}")
+                    raise WireError(f"a record of unknown kind {kind!r}")
             except WireError as e:
-                self._undecodable(str(e), describe_payload(r.payload), r.recipient[0])
+                self._undecodable(str(e), describe_payload(payloads[i]), heads[h][0][0])
             except Exception:
                 _log.exception("cluster node %s: cannot deliver a record", self.address_str)
+
+    def _resolve_head(self, head: tuple[tuple[str, int], Any]) -> Any:
+        """``[recipient or None (resolved at the first user record), sender ref]`` of a
+        batch's head, or the WireError that resolving the sender raised."""
+        recipient, snd = head
+        try:
+            if snd is None:
+                sender: Any = None
+            else:
+                sender = self._remote_refs.get(snd)
+                if sender is None:
+                    sender = self._sender_ref(snd)
+        except WireError as e:
+            return e
+        return [self._local_refs.get(recipient), sender]
 
     def _quarantined(self, r: Record, snd: tuple[str, str, int]) -> None:
         try:
