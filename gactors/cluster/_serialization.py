@@ -93,7 +93,6 @@ from gactors.cluster._wire import (
     KIND_USER,
     SYSTEM_SERIALIZER_ID,
     Record,
-    RecordRow,
     WireCodec,
 )
 
@@ -116,7 +115,6 @@ __all__ = [
     "MsgpackSerializer",
     "PickleSerializer",
     "Record",
-    "RecordRow",
     "RefCodec",
     "WireCodec",
     "WireError",

@@ -33,14 +33,19 @@ from gactors import _sysmsg as sm
 from gactors._messages import Status
 from gactors._ref import ActorRef
 from gactors._threads import get_ident
-from gactors.cluster._node_base import _BACKOFF_FIRST, _BACKOFF_MAX, _LEAVE_BUDGET, _NodeBase
+from gactors.cluster._node_base import (
+    _BACKOFF_FIRST,
+    _BACKOFF_MAX,
+    _LEAVE_BUDGET,
+    _Meta,
+    _NodeBase,
+)
 from gactors.cluster._remote import RemoteActorRef
 from gactors.cluster._seam import FULL, GONE, SENT, BackendUnavailable
 from gactors.cluster._serialization import (
     KIND_SYSTEM,
     KIND_USER,
     Record,
-    RecordRow,
     WireError,
     describe_payload,
 )
@@ -75,7 +80,7 @@ class _Transport(_NodeBase):
 
     def send_user(self, ref: RemoteActorRef, message: Any, sender: ActorRef | None) -> None:
         """Encode ``message`` (SerializationError to the caller) and queue it."""
-        rec = self.codec.user_row(ref.rpath, ref._uid, message, sender)
+        rec = self.codec.user_record_to(ref.wire, message, sender)
         if get_ident() != self._tid:
             self.system.run_in_hub_async(self._enqueue, ref.dest, rec, message, sender, ref)
             return
@@ -86,7 +91,7 @@ class _Transport(_NodeBase):
             self._enqueue(ref.dest, rec, message, sender, ref)
             return
         p[0].append(rec)
-        p[1].append((message, sender, ref))
+        p[1].append(_Meta(message, sender, ref))
 
     def send_failure(self, ref: RemoteActorRef, exc: BaseException) -> None:
         """Reply ``Status.Failure(exc)`` to a remote promise (the asked actor failed)."""
@@ -98,7 +103,7 @@ class _Transport(_NodeBase):
     def _enqueue(
         self,
         dest: str,
-        rec: Record | RecordRow,
+        rec: Record,
         message: Any,
         sender: ActorRef | None,
         ref: ActorRef,
@@ -114,7 +119,7 @@ class _Transport(_NodeBase):
             if held is None:
                 held = self._held[dest] = ([], [])
             held[0].append(rec)
-            held[1].append((message, sender, ref))
+            held[1].append(_Meta(message, sender, ref))
             if not self._refreshing:
                 self._refreshing = True
                 gevent.spawn(self._refresh_view)
@@ -123,7 +128,7 @@ class _Transport(_NodeBase):
         if p is None:
             p = self._pending[dest] = ([], [])
         p[0].append(rec)
-        p[1].append((message, sender, ref))
+        p[1].append(_Meta(message, sender, ref))
         if not self._wake_set:
             self._wake_set = True
             self._wake.set()
@@ -160,9 +165,9 @@ class _Transport(_NodeBase):
             return
         self.system.publish_dead_letter(message, sender, ref)
 
-    def _dead_letter_all(self, metas: list[tuple[Any, Any, ActorRef]]) -> None:
-        for message, sender, ref in metas:
-            self._undeliverable(message, sender, ref)
+    def _dead_letter_all(self, metas: list[_Meta]) -> None:
+        for m in metas:
+            self._undeliverable(m.message, m.sender, m.ref)
 
     def _flush_loop(self) -> None:
         outbox = self.backend.outbox()
@@ -186,7 +191,7 @@ class _Transport(_NodeBase):
                     continue
                 entries: list[tuple[str, bytes]] = []
                 # The messages of each entry, in step with ``entries``.
-                spans: list[list[tuple[Any, Any, ActorRef]]] = []
+                spans: list[list[_Meta]] = []
                 members = self._members
                 for dest, (recs, metas) in pending.items():
                     if dest not in members:
@@ -231,7 +236,7 @@ class _Transport(_NodeBase):
     def _settle(
         self,
         entries: list[tuple[str, bytes]],
-        spans: list[list[tuple[Any, Any, ActorRef]]],
+        spans: list[list[_Meta]],
         outcomes: Sequence[int],
     ) -> None:
         """Account for each entry by its outcome: sent, or dead letters here."""
@@ -259,7 +264,7 @@ class _Transport(_NodeBase):
     def _flush_failed(
         self,
         entries: list[tuple[str, bytes]],
-        spans: list[list[tuple[Any, Any, ActorRef]]],
+        spans: list[list[_Meta]],
         error: BackendUnavailable,
         delay: float,
     ) -> None:

@@ -73,9 +73,6 @@ class _DeathWatchNotificationW(msgspec.Struct, array_like=True, frozen=True, gc=
     address_terminated: bool
 
 
-#: A record as a plain tuple of its fields (:meth:`WireCodec.user_row`).
-RecordRow = tuple[int, tuple[str, int], "tuple[str, str, int] | None", int, bytes]
-
 #: The first field of a compact batch (below): its format's number.
 COMPACT: Final = 2
 
@@ -301,15 +298,15 @@ class WireCodec:
         self, recipient_path: str, recipient_uid: int, message: Any, sender: ActorRef | None
     ) -> Record:
         """A user message's record (encodes it: :class:`~gactors.SerializationError`)."""
-        return Record(*self.user_row(recipient_path, recipient_uid, message, sender))
+        return self.user_record_to((recipient_path, recipient_uid), message, sender)
 
-    def user_row(
-        self, recipient_path: str, recipient_uid: int, message: Any, sender: ActorRef | None
-    ) -> RecordRow:
-        """:meth:`user_record` as a plain tuple of the record's fields, which the batch
-        functions take like a :class:`Record` (a tuple costs a fraction of a Struct to
-        build, and this is the one call per message at ``tell`` time, so
-        :meth:`encode_message` is inlined)."""
+    def user_record_to(
+        self, recipient: tuple[str, int], message: Any, sender: ActorRef | None
+    ) -> Record:
+        """:meth:`user_record` with the recipient as a ``(path, uid)`` tuple (a remote
+        ref keeps its own, so that no tuple is made per message: a record waiting for a
+        flush holds nothing the cycle collector tracks). The one call per message at
+        ``tell`` time, so :meth:`encode_message` is inlined."""
         try:
             payload = self._encode(message)
         except SerializationError:
@@ -321,13 +318,13 @@ class WireCodec:
             self.encode_message(message)  # raises the error naming type and size
         if sender is None:
             snd = None
-            if len(recipient_path) > _MAX_HEADER_CHARS:
-                self._check_header(recipient_path, snd)
+            if len(recipient[0]) > _MAX_HEADER_CHARS:
+                self._check_header(recipient[0], snd)
         else:
             snd = self.refs.ref_to_wire(sender)
-            if len(recipient_path) + len(snd[0]) + len(snd[1]) > _MAX_HEADER_CHARS:
-                self._check_header(recipient_path, snd)
-        return (KIND_USER, (recipient_path, recipient_uid), snd, self.serializer_id, payload)
+            if len(recipient[0]) + len(snd[0]) + len(snd[1]) > _MAX_HEADER_CHARS:
+                self._check_header(recipient[0], snd)
+        return Record(KIND_USER, recipient, snd, self.serializer_id, payload)
 
     def system_record(
         self, recipient_path: str, recipient_uid: int, message: SystemMessage
@@ -361,29 +358,29 @@ class WireCodec:
         raise WireError(f"a record of unknown kind {kind!r}")
 
     # -- batches --
-    def encode_batch(self, records: Sequence[Record | RecordRow]) -> bytes:
-        """One inbox entry holding ``records`` (:class:`Record` or :meth:`user_row`
-        tuples) in order (the compact layout)."""
-        return _encode_compact(_rows(records))
+    def encode_batch(self, records: Sequence[Record]) -> bytes:
+        """One inbox entry holding ``records`` in order (the compact layout)."""
+        return _encode_compact(records)
 
-    def encode_batches(self, records: Sequence[Record | RecordRow]) -> list[bytes]:
+    def encode_batches(self, records: Sequence[Record]) -> list[bytes]:
         """``records`` in order, in as few entries as fit: each at most max_message_size
         bytes, except a single record of a message near the maximum (header allowance)."""
         return [data for data, _ in self.split_batches(records)]
 
-    def split_batches(self, records: Sequence[Record | RecordRow]) -> list[tuple[bytes, int]]:
+    def split_batches(self, records: Sequence[Record]) -> list[tuple[bytes, int]]:
         """:meth:`encode_batches` with the number of records in each entry (the
         flusher settles each entry's messages by that entry's outcome)."""
         limit = self.max_message_size
-        rows = _rows(records)
+        rows = records
         whole = _encode_compact(rows)
         if len(whole) <= limit or len(rows) <= 1:
             return [(whole, len(rows))]  # the common case: one entry, no estimates
         out: list[tuple[bytes, int]] = []
         start = 0
         size = 5  # the array header
-        for i, (_, (path, _uid), s, _sid, payload) in enumerate(rows):
-            n = 48 + len(payload) + _text_len(path)
+        for i, r in enumerate(rows):
+            s = r.sender
+            n = 48 + len(r.payload) + _text_len(r.recipient[0])
             if s is not None:
                 n += _text_len(s[0]) + _text_len(s[1])
             if size + n > limit and i > start:
@@ -458,22 +455,20 @@ class WireCodec:
         return messages
 
 
-def _rows(records: Sequence[Record | RecordRow]) -> Sequence[RecordRow]:
-    """``records`` as tuples of their fields."""
-    if set(map(type, records)) <= {tuple}:
-        return records  # type: ignore[return-value]  # all rows already
-    return [
-        r if type(r) is tuple else (r.kind, r.recipient, r.sender, r.serializer_id, r.payload)  # type: ignore[union-attr]
-        for r in records
-    ]
-
-
-def _encode_compact(rows: Sequence[RecordRow]) -> bytes:
-    """``rows`` as a compact batch (see :class:`_Compact`)."""
-    if not rows:
-        return _wire_encode((COMPACT, (), (), (), (), ()))
-    kinds, recipients, senders, sids, payloads = zip(*rows, strict=True)
+def _encode_compact(records: Sequence[Record]) -> bytes:
+    """``records`` as a compact batch (see :class:`_Compact`)."""
+    recipients = [r.recipient for r in records]
+    senders = [r.sender for r in records]
     heads: dict[tuple[Any, Any], int] = {}
     setdefault = heads.setdefault
     heads_of = [setdefault(head, len(heads)) for head in zip(recipients, senders, strict=True)]
-    return _wire_encode((COMPACT, list(heads), kinds, heads_of, sids, payloads))
+    return _wire_encode(
+        (
+            COMPACT,
+            list(heads),
+            [r.kind for r in records],
+            heads_of,
+            [r.serializer_id for r in records],
+            [r.payload for r in records],
+        )
+    )
