@@ -16,7 +16,7 @@ except ImportError as _e:  # pragma: no cover - depends on the environment
     raise ImportError("the gactors cluster needs msgspec: pip install 'gactors[cluster]'") from _e
 
 from gactors import plugins
-from gactors._ref import ActorRef
+from gactors._ref import ActorRef, LocalActorRef
 from gactors._sysmsg import DeathWatchNotification, SystemMessage, Unwatch, Watch
 from gactors.cluster._registry import (
     RefCodec,
@@ -139,6 +139,10 @@ class WireCodec:
         self._encode = self.serializer.encode
         self._decode = self.serializer.decode
         self._foreign: dict[int, Callable[[bytes], Any]] = {}
+        # The last (local sender, recipient) of user_record_to and the sender's triple.
+        self._last_sender: Any = None
+        self._last_recipient: Any = None
+        self._last_snd: Any = None
         # Optional: decodes a list of payloads in one call (MsgpackSerializer has it).
         self._decode_many: Callable[[list[bytes]], list[Any]] | None = getattr(
             self.serializer, "decode_many", None
@@ -320,10 +324,19 @@ class WireCodec:
             snd = None
             if len(recipient[0]) > _MAX_HEADER_CHARS:
                 self._check_header(recipient[0], snd)
+        elif sender is self._last_sender and recipient is self._last_recipient:
+            # An actor telling many messages to the same remote ref in a row: its
+            # triple and the header check once, not per message.
+            snd = self._last_snd
         else:
             snd = self.refs.ref_to_wire(sender)
             if len(recipient[0]) + len(snd[0]) + len(snd[1]) > _MAX_HEADER_CHARS:
                 self._check_header(recipient[0], snd)
+            if type(sender) is LocalActorRef:
+                # (Only a local actor's triple is constant; a promise's is exported
+                # by ref_to_wire each time.)
+                self._last_sender, self._last_recipient = sender, recipient
+                self._last_snd = snd
         return Record(KIND_USER, recipient, snd, self.serializer_id, payload)
 
     def system_record(
