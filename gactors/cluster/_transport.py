@@ -368,7 +368,7 @@ class _Transport(_NodeBase):
                 target = resolved[h]
                 if target is None:
                     target = resolved[h] = self._resolve_head(heads[h])
-                if type(target) is WireError:
+                if isinstance(target, WireError):
                     raise target
                 recipient, sender = target
                 if sender is _QUARANTINED:
