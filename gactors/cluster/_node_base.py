@@ -25,6 +25,7 @@ import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+import msgspec
 from gevent.event import Event
 from gevent.lock import BoundedSemaphore
 
@@ -45,9 +46,24 @@ _BACKOFF_MAX = 2.0
 # How long the graceful leave and the final flush may take at termination.
 _LEAVE_BUDGET = 3.0
 
+
+class _Meta(msgspec.Struct, gc=False):
+    """What reports a message waiting to be sent as a dead letter if it is not sent.
+
+    Not tracked by the cycle collector (``gc=False``; it never is in a cycle: only
+    the pending lists hold it): under load tens of thousands wait for a flush, and
+    as tuples they made the collector's passes cost more than a second per 400,000
+    messages (measured with ``benchmarks/remote_breakdown.py``'s workload).
+    """
+
+    message: Any
+    sender: Any
+    ref: Any
+
+
 #: The messages of one destination waiting to be sent: their records, and for each
-#: (message, sender, ref) to report it as a dead letter.
-_Pending = tuple[list["Record"], list[tuple[Any, Any, "ActorRef"]]]
+#: its :class:`_Meta`.
+_Pending = tuple[list["Record"], list[_Meta]]
 
 
 class _NodeBase:
@@ -111,9 +127,14 @@ class _NodeBase:
     if TYPE_CHECKING:
         # _Transport
         def _enqueue(
-            self, dest: str, rec: Record, message: Any, sender: ActorRef | None, ref: ActorRef
+            self,
+            dest: str,
+            rec: Record,
+            message: Any,
+            sender: ActorRef | None,
+            ref: ActorRef,
         ) -> None: ...
-        def _dead_letter_all(self, metas: list[tuple[Any, Any, ActorRef]]) -> None: ...
+        def _dead_letter_all(self, metas: list[_Meta]) -> None: ...
         def _undecodable(self, error: str, summary: str, path: str | None) -> None: ...
         def _deliver_batch(self, data: bytes) -> None: ...
         def _flush_loop(self) -> None: ...

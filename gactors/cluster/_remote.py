@@ -29,7 +29,7 @@ class RemoteActorRef(ActorRef):
     exported promise of this node).
     """
 
-    __slots__ = ("_node", "addr", "dest", "rpath")
+    __slots__ = ("_node", "addr", "dest", "rpath", "wire")
 
     def __init__(self, node: ClusterNode, path: ActorPath, uid: int, rpath: str) -> None:
         ActorRef.__init__(self, node.system, path, uid)
@@ -40,6 +40,8 @@ class RemoteActorRef(ActorRef):
         self.rpath = rpath
         #: The address text of the destination node, as records carry it.
         self.addr = f"gactors://{path.system_name}@{path.node}"
+        #: The recipient field of its records (one tuple, not one per message).
+        self.wire = (rpath, uid)
 
     def tell(self, message: Any, sender: ActorRef | _Implicit | None = IMPLICIT) -> None:
         if message is None:

@@ -18,6 +18,12 @@ array of *records*, each ``[kind, recipient, sender, serializer_id, payload]``:
   node decodes what a node configured with another serializer it knows sends.
 * ``payload``: bytes.
 
+On the wire a batch is *compact* (``_wire._Compact``): ``[2, heads, kinds, heads_of,
+serializer_ids, payloads]``, the records in columns and each distinct ``[recipient,
+sender]`` pair once in ``heads`` (record i's pair is ``heads[heads_of[i]]``), so many
+messages between the same two actors carry their paths once. A batch in the first
+layout (a plain array of records) is still decoded.
+
 **The "msgpack" serializer** (:class:`MsgpackSerializer`, msgspec underneath) carries
 ``None``, ``bool``, ``int`` (any size), ``float``, ``str``, ``bytes``, ``list``,
 ``dict``, ``tuple``, ``set``, ``frozenset`` nested at any depth, refs, gactors' own

@@ -33,7 +33,13 @@ from gactors import _sysmsg as sm
 from gactors._messages import Status
 from gactors._ref import ActorRef
 from gactors._threads import get_ident
-from gactors.cluster._node_base import _BACKOFF_FIRST, _BACKOFF_MAX, _LEAVE_BUDGET, _NodeBase
+from gactors.cluster._node_base import (
+    _BACKOFF_FIRST,
+    _BACKOFF_MAX,
+    _LEAVE_BUDGET,
+    _Meta,
+    _NodeBase,
+)
 from gactors.cluster._remote import RemoteActorRef
 from gactors.cluster._seam import FULL, GONE, SENT, BackendUnavailable
 from gactors.cluster._serialization import (
@@ -74,11 +80,18 @@ class _Transport(_NodeBase):
 
     def send_user(self, ref: RemoteActorRef, message: Any, sender: ActorRef | None) -> None:
         """Encode ``message`` (SerializationError to the caller) and queue it."""
-        rec = self.codec.user_record(ref.rpath, ref._uid, message, sender)
+        rec = self.codec.user_record_to(ref.wire, message, sender)
         if get_ident() != self._tid:
             self.system.run_in_hub_async(self._enqueue, ref.dest, rec, message, sender, ref)
-        else:
+            return
+        # _enqueue's common case inlined (a destination with messages pending already:
+        # every message but the first of a flush under load).
+        p = self._pending.get(ref.dest)
+        if p is None or not self._wake_set or self.downed or ref.dest not in self._members:
             self._enqueue(ref.dest, rec, message, sender, ref)
+            return
+        p[0].append(rec)
+        p[1].append(_Meta(message, sender, ref))
 
     def send_failure(self, ref: RemoteActorRef, exc: BaseException) -> None:
         """Reply ``Status.Failure(exc)`` to a remote promise (the asked actor failed)."""
@@ -88,7 +101,12 @@ class _Transport(_NodeBase):
             _log.warning("cannot send the failure %r to %s: %s", exc, ref, e)
 
     def _enqueue(
-        self, dest: str, rec: Record, message: Any, sender: ActorRef | None, ref: ActorRef
+        self,
+        dest: str,
+        rec: Record,
+        message: Any,
+        sender: ActorRef | None,
+        ref: ActorRef,
     ) -> None:
         if dest not in self._members or self.downed:
             if self.downed or dest in self._removed or self._closing:
@@ -101,7 +119,7 @@ class _Transport(_NodeBase):
             if held is None:
                 held = self._held[dest] = ([], [])
             held[0].append(rec)
-            held[1].append((message, sender, ref))
+            held[1].append(_Meta(message, sender, ref))
             if not self._refreshing:
                 self._refreshing = True
                 gevent.spawn(self._refresh_view)
@@ -110,7 +128,7 @@ class _Transport(_NodeBase):
         if p is None:
             p = self._pending[dest] = ([], [])
         p[0].append(rec)
-        p[1].append((message, sender, ref))
+        p[1].append(_Meta(message, sender, ref))
         if not self._wake_set:
             self._wake_set = True
             self._wake.set()
@@ -147,9 +165,9 @@ class _Transport(_NodeBase):
             return
         self.system.publish_dead_letter(message, sender, ref)
 
-    def _dead_letter_all(self, metas: list[tuple[Any, Any, ActorRef]]) -> None:
-        for message, sender, ref in metas:
-            self._undeliverable(message, sender, ref)
+    def _dead_letter_all(self, metas: list[_Meta]) -> None:
+        for m in metas:
+            self._undeliverable(m.message, m.sender, m.ref)
 
     def _flush_loop(self) -> None:
         outbox = self.backend.outbox()
@@ -173,7 +191,7 @@ class _Transport(_NodeBase):
                     continue
                 entries: list[tuple[str, bytes]] = []
                 # The messages of each entry, in step with ``entries``.
-                spans: list[list[tuple[Any, Any, ActorRef]]] = []
+                spans: list[list[_Meta]] = []
                 members = self._members
                 for dest, (recs, metas) in pending.items():
                     if dest not in members:
@@ -218,7 +236,7 @@ class _Transport(_NodeBase):
     def _settle(
         self,
         entries: list[tuple[str, bytes]],
-        spans: list[list[tuple[Any, Any, ActorRef]]],
+        spans: list[list[_Meta]],
         outcomes: Sequence[int],
     ) -> None:
         """Account for each entry by its outcome: sent, or dead letters here."""
@@ -246,7 +264,7 @@ class _Transport(_NodeBase):
     def _flush_failed(
         self,
         entries: list[tuple[str, bytes]],
-        spans: list[list[tuple[Any, Any, ActorRef]]],
+        spans: list[list[_Meta]],
         error: BackendUnavailable,
         delay: float,
     ) -> None:
@@ -333,40 +351,66 @@ class _Transport(_NodeBase):
     def _deliver_batch(self, data: bytes) -> None:
         codec = self.codec
         try:
-            records = codec.decode_batch(data)
+            heads, kinds, heads_of, sids, payloads = codec.decode_columns(data)
         except WireError as e:
             self._undecodable(str(e), describe_payload(data), None)
             return
-        self.stats["received"] += len(records)
-        remote_refs = self._remote_refs
-        local_refs = self._local_refs
+        self.stats["received"] += len(kinds)
+        # The user messages in one go when they allow it (else each below, so that a
+        # bad one is a dead letter of its own).
+        messages = codec.decode_payloads(sids, payloads) if KIND_SYSTEM not in kinds else None
         decode = codec.decode_message
-        for r in records:
+        # Each head (recipient, sender) is resolved once per batch, for all its
+        # records: [recipient, sender] or the WireError resolving it raised.
+        resolved: list[Any] = [None] * len(heads)
+        for i, h in enumerate(heads_of):
             try:
-                snd = r.sender
-                if snd is None:
-                    sender: Any = None
-                else:
-                    sender = remote_refs.get(snd)
-                    if sender is None:
-                        sender = self._sender_ref(snd)
-                    if sender is _QUARANTINED:
-                        self._quarantined(r, snd)
-                        continue
-                if r.kind == KIND_USER:
-                    message = decode(r.serializer_id, r.payload)
-                    recipient = local_refs.get(r.recipient)
+                target = resolved[h]
+                if target is None:
+                    target = resolved[h] = self._resolve_head(heads[h])
+                if isinstance(target, WireError):
+                    raise target
+                recipient, sender = target
+                if sender is _QUARANTINED:
+                    self._quarantined(
+                        Record(kinds[i], heads[h][0], heads[h][1], sids[i], payloads[i]),
+                        heads[h][1],
+                    )
+                    continue
+                kind = kinds[i]
+                if kind == KIND_USER:
+                    message = messages[i] if messages is not None else decode(sids[i], payloads[i])
                     if recipient is None:
-                        recipient = self._recipient(r.recipient)
+                        recipient = self._recipient(heads[h][0])
+                        # Cached only for user records (as before: the recipient of a
+                        # system record is resolved by its handler).
+                        target[0] = recipient
                     recipient.tell(message, sender)
-                elif r.kind == KIND_SYSTEM:
-                    self._system_record(r)
+                elif kind == KIND_SYSTEM:
+                    self._system_record(
+                        Record(kind, heads[h][0], heads[h][1], sids[i], payloads[i])
+                    )
                 else:
-                    raise WireError(f"a record of unknown kind {r.kind!r}")
+                    raise WireError(f"a record of unknown kind {kind!r}")
             except WireError as e:
-                self._undecodable(str(e), describe_payload(r.payload), r.recipient[0])
+                self._undecodable(str(e), describe_payload(payloads[i]), heads[h][0][0])
             except Exception:
                 _log.exception("cluster node %s: cannot deliver a record", self.address_str)
+
+    def _resolve_head(self, head: tuple[tuple[str, int], Any]) -> Any:
+        """``[recipient or None (resolved at the first user record), sender ref]`` of a
+        batch's head, or the WireError that resolving the sender raised."""
+        recipient, snd = head
+        try:
+            if snd is None:
+                sender: Any = None
+            else:
+                sender = self._remote_refs.get(snd)
+                if sender is None:
+                    sender = self._sender_ref(snd)
+        except WireError as e:
+            return e
+        return [self._local_refs.get(recipient), sender]
 
     def _quarantined(self, r: Record, snd: tuple[str, str, int]) -> None:
         try:

@@ -16,7 +16,7 @@ except ImportError as _e:  # pragma: no cover - depends on the environment
     raise ImportError("the gactors cluster needs msgspec: pip install 'gactors[cluster]'") from _e
 
 from gactors import plugins
-from gactors._ref import ActorRef
+from gactors._ref import ActorRef, LocalActorRef
 from gactors._sysmsg import DeathWatchNotification, SystemMessage, Unwatch, Watch
 from gactors.cluster._registry import (
     RefCodec,
@@ -73,7 +73,34 @@ class _DeathWatchNotificationW(msgspec.Struct, array_like=True, frozen=True, gc=
     address_terminated: bool
 
 
+#: The first field of a compact batch (below): its format's number.
+COMPACT: Final = 2
+
+
+class _Compact(msgspec.Struct, array_like=True, gc=False):
+    """A batch in columns: ``[2, heads, kinds, heads_of, serializer_ids, payloads]``.
+
+    ``heads`` holds each distinct ``[recipient, sender]`` pair of the batch once, and
+    ``heads_of[i]`` is the index of record i's pair: a batch of many messages between
+    the same two actors carries their paths once instead of per message, so it is
+    several times smaller and decodes several times faster than a list of
+    :class:`Record` (no strings or tuples per message). The old layout (an array of
+    records) is still decoded.
+    """
+
+    format: int
+    heads: list[tuple[tuple[str, int], tuple[str, str, int] | None]]
+    kinds: list[int]
+    heads_of: list[int]
+    serializer_ids: list[int]
+    payloads: list[bytes]
+
+
 _batch_decode = Decoder(list[Record]).decode
+_compact_decode = Decoder(_Compact).decode
+#: How a compact batch starts: a 6-element array whose first element is 2 (an array
+#: of records starts with a 5-element array, 0x95, after its header).
+_COMPACT_HEAD: Final = b"\x96\x02"
 _system_decode = Decoder(_WatchW | _UnwatchW | _DeathWatchNotificationW).decode
 _wire_encode = Encoder().encode
 
@@ -112,6 +139,14 @@ class WireCodec:
         self._encode = self.serializer.encode
         self._decode = self.serializer.decode
         self._foreign: dict[int, Callable[[bytes], Any]] = {}
+        # The last (local sender, recipient) of user_record_to and the sender's triple.
+        self._last_sender: Any = None
+        self._last_recipient: Any = None
+        self._last_snd: Any = None
+        # Optional: decodes a list of payloads in one call (MsgpackSerializer has it).
+        self._decode_many: Callable[[list[bytes]], list[Any]] | None = getattr(
+            self.serializer, "decode_many", None
+        )
 
     @classmethod
     def create(cls, serializer: Any, refs: RefCodec, max_message_size: int) -> WireCodec:
@@ -266,10 +301,16 @@ class WireCodec:
     def user_record(
         self, recipient_path: str, recipient_uid: int, message: Any, sender: ActorRef | None
     ) -> Record:
-        """A user message's record (encodes it: :class:`~gactors.SerializationError`).
+        """A user message's record (encodes it: :class:`~gactors.SerializationError`)."""
+        return self.user_record_to((recipient_path, recipient_uid), message, sender)
 
-        The one call per message at ``tell`` time, so :meth:`encode_message` is inlined.
-        """
+    def user_record_to(
+        self, recipient: tuple[str, int], message: Any, sender: ActorRef | None
+    ) -> Record:
+        """:meth:`user_record` with the recipient as a ``(path, uid)`` tuple (a remote
+        ref keeps its own, so that no tuple is made per message: a record waiting for a
+        flush holds nothing the cycle collector tracks). The one call per message at
+        ``tell`` time, so :meth:`encode_message` is inlined."""
         try:
             payload = self._encode(message)
         except SerializationError:
@@ -281,13 +322,22 @@ class WireCodec:
             self.encode_message(message)  # raises the error naming type and size
         if sender is None:
             snd = None
-            if len(recipient_path) > _MAX_HEADER_CHARS:
-                self._check_header(recipient_path, snd)
+            if len(recipient[0]) > _MAX_HEADER_CHARS:
+                self._check_header(recipient[0], snd)
+        elif sender is self._last_sender and recipient is self._last_recipient:
+            # An actor telling many messages to the same remote ref in a row: its
+            # triple and the header check once, not per message.
+            snd = self._last_snd
         else:
             snd = self.refs.ref_to_wire(sender)
-            if len(recipient_path) + len(snd[0]) + len(snd[1]) > _MAX_HEADER_CHARS:
-                self._check_header(recipient_path, snd)
-        return Record(KIND_USER, (recipient_path, recipient_uid), snd, self.serializer_id, payload)
+            if len(recipient[0]) + len(snd[0]) + len(snd[1]) > _MAX_HEADER_CHARS:
+                self._check_header(recipient[0], snd)
+            if type(sender) is LocalActorRef:
+                # (Only a local actor's triple is constant; a promise's is exported
+                # by ref_to_wire each time.)
+                self._last_sender, self._last_recipient = sender, recipient
+                self._last_snd = snd
+        return Record(KIND_USER, recipient, snd, self.serializer_id, payload)
 
     def system_record(
         self, recipient_path: str, recipient_uid: int, message: SystemMessage
@@ -322,8 +372,8 @@ class WireCodec:
 
     # -- batches --
     def encode_batch(self, records: Sequence[Record]) -> bytes:
-        """One inbox entry holding ``records`` in order."""
-        return _wire_encode(records)
+        """One inbox entry holding ``records`` in order (the compact layout)."""
+        return _encode_compact(records)
 
     def encode_batches(self, records: Sequence[Record]) -> list[bytes]:
         """``records`` in order, in as few entries as fit: each at most max_message_size
@@ -334,35 +384,104 @@ class WireCodec:
         """:meth:`encode_batches` with the number of records in each entry (the
         flusher settles each entry's messages by that entry's outcome)."""
         limit = self.max_message_size
-        whole = _wire_encode(records)
-        if len(whole) <= limit or len(records) <= 1:
-            return [(whole, len(records))]  # the common case: one entry, no estimates
+        rows = records
+        whole = _encode_compact(rows)
+        if len(whole) <= limit or len(rows) <= 1:
+            return [(whole, len(rows))]  # the common case: one entry, no estimates
         out: list[tuple[bytes, int]] = []
         start = 0
         size = 5  # the array header
-        for i, r in enumerate(records):
+        for i, r in enumerate(rows):
             s = r.sender
             n = 48 + len(r.payload) + _text_len(r.recipient[0])
             if s is not None:
                 n += _text_len(s[0]) + _text_len(s[1])
             if size + n > limit and i > start:
-                out.append((_wire_encode(records[start:i]), i - start))
+                out.append((_encode_compact(rows[start:i]), i - start))
                 start, size = i, 5
             size += n
-        if start < len(records):
-            out.append((_wire_encode(records[start:]), len(records) - start))
+        if start < len(rows):
+            out.append((_encode_compact(rows[start:]), len(rows) - start))
         return out
 
     def decode_batch(self, data: bytes) -> list[Record]:
         """The records of one inbox entry; :class:`WireError` on garbage or if too large."""
+        heads, kinds, heads_of, sids, payloads = self.decode_columns(data)
+        return [
+            Record(kind, heads[h][0], heads[h][1], sid, payload)
+            for kind, h, sid, payload in zip(kinds, heads_of, sids, payloads, strict=True)
+        ]
+
+    def decode_columns(
+        self, data: bytes
+    ) -> tuple[list[Any], list[int], list[int], list[int], list[bytes]]:
+        """The records of one inbox entry in columns: ``(heads, kinds, heads_of,
+        serializer_ids, payloads)``, record i being ``kinds[i]`` to the recipient and
+        from the sender of ``heads[heads_of[i]]`` (a ``(recipient, sender)`` pair);
+        the delivery's fast path. :class:`WireError` on garbage or if too large."""
         if len(data) > self.max_batch_size:
             raise WireError(
                 f"an entry of {len(data)} bytes, more than max_message_size "
                 f"({self.max_message_size} bytes) plus the header allowance"
             )
         try:
-            return _batch_decode(data)
+            if data[:2] == _COMPACT_HEAD:
+                b = _compact_decode(data)
+                n = len(b.kinds)
+                if not (len(b.heads_of) == len(b.serializer_ids) == len(b.payloads) == n):
+                    raise WireError("a compact batch whose columns differ in length")
+                if n and (min(b.heads_of) < 0 or max(b.heads_of) >= len(b.heads)):
+                    raise WireError("a compact batch referring to a head it does not have")
+                return b.heads, b.kinds, b.heads_of, b.serializer_ids, b.payloads
+            records = _batch_decode(data)
+        except WireError as e:
+            raise WireError(f"undecodable entry {describe_payload(data)}: {e}") from e
         except Exception as e:
             raise WireError(
                 f"undecodable entry {describe_payload(data)}: {type(e).__name__}: {e}"
             ) from e
+        return (
+            [(r.recipient, r.sender) for r in records],
+            [r.kind for r in records],
+            list(range(len(records))),
+            [r.serializer_id for r in records],
+            [r.payload for r in records],
+        )
+
+    def decode_payloads(self, serializer_ids: list[int], payloads: list[bytes]) -> list[Any] | None:
+        """The user messages of ``payloads`` decoded in one call when they are all of
+        this node's serializer, it can decode many at once (``decode_many``) and none
+        is larger than max_message_size; else (or if one is undecodable) None: the
+        caller decodes each with :meth:`decode_message`, which names the problem."""
+        decode_many = self._decode_many
+        if decode_many is None or not payloads:
+            return None
+        sid = self.serializer_id
+        if serializer_ids.count(sid) != len(serializer_ids):
+            return None
+        if max(map(len, payloads)) > self.max_message_size:
+            return None
+        try:
+            messages: list[Any] = decode_many(payloads)
+        except Exception:
+            return None
+        return messages
+
+
+def _encode_compact(records: Sequence[Record]) -> bytes:
+    """``records`` as a compact batch (see :class:`_Compact`)."""
+    recipients = [r.recipient for r in records]
+    senders = [r.sender for r in records]
+    heads: dict[tuple[Any, Any], int] = {}
+    setdefault = heads.setdefault
+    heads_of = [setdefault(head, len(heads)) for head in zip(recipients, senders, strict=True)]
+    return _wire_encode(
+        (
+            COMPACT,
+            list(heads),
+            [r.kind for r in records],
+            heads_of,
+            [r.serializer_id for r in records],
+            [r.payload for r in records],
+        )
+    )

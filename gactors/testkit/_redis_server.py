@@ -35,6 +35,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 __all__ = [
     "NO_SERVER_HINT",
@@ -42,8 +43,10 @@ __all__ = [
     "REDIS_URL_ENV",
     "RedisServer",
     "RedisServerError",
+    "SentinelGroup",
     "SentinelServer",
     "ServerSource",
+    "command",
     "find_redis_server",
     "free_port",
     "ping",
@@ -350,7 +353,8 @@ class SentinelServer(RedisServer):
 
     It monitors ``127.0.0.1:<master_port>`` under ``service`` with a quorum of 1,
     considers the master down after ``down_after_ms`` and gives a failover
-    ``failover_timeout_ms``. ``url`` is the Sentinel's own address
+    ``failover_timeout_ms`` (``quorum`` sentinels must agree that it is down: 1 for a
+    lone Sentinel, a majority in a :class:`SentinelGroup`). ``url`` is the Sentinel's own address
     (``redis://127.0.0.1:<port>/0``); a client of the master uses
     ``redis+sentinel://127.0.0.1:<port>/<service>``.
     """
@@ -363,10 +367,12 @@ class SentinelServer(RedisServer):
         binary: str | None = None,
         down_after_ms: int = 1000,
         failover_timeout_ms: int = 5000,
+        quorum: int = 1,
         startup_timeout: float = 15.0,
     ) -> None:
         super().__init__(binary, startup_timeout=startup_timeout)
         self.master_port = master_port
+        self.quorum = quorum
         self.service = service
         self.down_after_ms = down_after_ms
         self.failover_timeout_ms = failover_timeout_ms
@@ -388,8 +394,222 @@ class SentinelServer(RedisServer):
                 f'dir "{self.dir}"\n'
                 f'logfile "{self.log_path}"\n'
                 "daemonize no\n"
-                f"sentinel monitor {self.service} 127.0.0.1 {self.master_port} 1\n"
+                f"sentinel monitor {self.service} 127.0.0.1 {self.master_port} {self.quorum}\n"
                 f"sentinel down-after-milliseconds {self.service} {self.down_after_ms}\n"
                 f"sentinel failover-timeout {self.service} {self.failover_timeout_ms}\n"
             )
         return [self.binary, str(self.config_path), "--sentinel", *self.extra_args]
+
+
+def command(host: str, port: int, *args: str, timeout: float = 2.0) -> Any:
+    """Send one command over a raw socket and return its decoded RESP reply (str, int,
+    None or nested lists; an error reply raises :class:`RedisServerError`). For the
+    testkit's own questions to servers and Sentinels (no Redis client needed)."""
+    payload = f"*{len(args)}\r\n".encode()
+    for arg in args:
+        raw = arg.encode()
+        payload += b"$%d\r\n%s\r\n" % (len(raw), raw)
+    with socket.create_connection((host, port), timeout=timeout) as sock:
+        sock.settimeout(timeout)
+        sock.sendall(payload)
+        reader = sock.makefile("rb")
+        try:
+            return _read_reply(reader)
+        finally:
+            reader.close()
+
+
+def _read_reply(reader: Any) -> Any:
+    line = reader.readline()
+    if not line.endswith(b"\r\n"):
+        raise RedisServerError(f"connection closed mid-reply ({line!r})")
+    kind, rest = line[:1], line[1:-2]
+    if kind == b"+":
+        return rest.decode()
+    if kind == b"-":
+        raise RedisServerError(rest.decode(errors="replace"))
+    if kind == b":":
+        return int(rest)
+    if kind == b"$":
+        size = int(rest)
+        if size < 0:
+            return None
+        data: bytes = reader.read(size + 2)
+        return data[:-2].decode(errors="replace")
+    if kind == b"*":
+        count = int(rest)
+        return None if count < 0 else [_read_reply(reader) for _ in range(count)]
+    raise RedisServerError(f"unexpected reply {line!r}")
+
+
+class SentinelGroup:
+    """A Sentinel-managed setup for failover tests: one master, ``replicas`` replicas
+    and ``sentinels`` Sentinels (quorum: a majority) on loopback ports.
+
+    ``start()`` (or ``with``) starts them and waits (bounded) until every replica is
+    in sync and every Sentinel knows every replica and the other Sentinels, so that a
+    failover can happen. ``url`` is the ``redis+sentinel://`` URL naming all the
+    Sentinels. :meth:`master` asks the Sentinels where the master is now;
+    :meth:`kill_master` SIGKILLs it (an unplanned failover follows within
+    ``down_after_ms`` plus the election, see :meth:`wait_for_new_master`).
+    """
+
+    def __init__(
+        self,
+        service: str = "mymaster",
+        *,
+        replicas: int = 1,
+        sentinels: int = 3,
+        down_after_ms: int = 1000,
+        failover_timeout_ms: int = 5000,
+        binary: str | None = None,
+        startup_timeout: float = 40.0,
+    ) -> None:
+        if replicas < 1 or sentinels < 1:
+            raise ValueError(
+                f"a Sentinel group needs a replica and a Sentinel: {replicas=} {sentinels=}"
+            )
+        self.service = service
+        self.startup_timeout = startup_timeout
+        self.down_after_ms = down_after_ms
+        self.servers = [RedisServer(binary) for _ in range(1 + replicas)]
+        master_port = self.servers[0].port
+        for replica in self.servers[1:]:
+            replica.extra_args = ("--replicaof", "127.0.0.1", str(master_port))
+        self.sentinels = [
+            SentinelServer(
+                master_port,
+                service,
+                binary=binary,
+                down_after_ms=down_after_ms,
+                failover_timeout_ms=failover_timeout_ms,
+                quorum=sentinels // 2 + 1,
+            )
+            for _ in range(sentinels)
+        ]
+
+    def __repr__(self) -> str:
+        return f"<SentinelGroup {self.url} master={self.master_port_or_none()}>"
+
+    @property
+    def url(self) -> str:
+        """``redis+sentinel://127.0.0.1:p1,127.0.0.1:p2,.../<service>``."""
+        hosts = ",".join(f"{s.host}:{s.port}" for s in self.sentinels)
+        return f"redis+sentinel://{hosts}/{self.service}"
+
+    def master_port_or_none(self) -> int | None:
+        """The master's port as the first Sentinel that answers says, or None."""
+        for sentinel in self.sentinels:
+            if not sentinel.running:
+                continue
+            try:
+                reply = command(
+                    sentinel.host,
+                    sentinel.port,
+                    "SENTINEL",
+                    "get-master-addr-by-name",
+                    self.service,
+                )
+            except (OSError, RedisServerError):
+                continue
+            if reply:
+                return int(reply[1])
+        return None
+
+    def master(self) -> RedisServer:
+        """The server the Sentinels name as the master now."""
+        port = self.master_port_or_none()
+        for server in self.servers:
+            if server.port == port:
+                return server
+        raise RedisServerError(f"no Sentinel of {self!r} names a master it runs")
+
+    def kill_master(self) -> RedisServer:
+        """SIGKILL the current master (a crash); returns it."""
+        master = self.master()
+        master.kill()
+        return master
+
+    def wait_for_new_master(self, old: RedisServer, timeout: float = 30.0) -> RedisServer:
+        """Wait (bounded) until every running Sentinel names a master other than
+        ``old`` and that server answers as a master; returns it."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            ports = set()
+            for sentinel in self.sentinels:
+                with contextlib.suppress(OSError, RedisServerError):
+                    reply = command(
+                        sentinel.host,
+                        sentinel.port,
+                        "SENTINEL",
+                        "get-master-addr-by-name",
+                        self.service,
+                    )
+                    ports.add(int(reply[1]) if reply else None)
+            if len(ports) == 1 and old.port not in ports and None not in ports:
+                new = self.master()
+                with contextlib.suppress(OSError, RedisServerError):
+                    if "role:master" in command(new.host, new.port, "INFO", "replication"):
+                        return new
+            time.sleep(0.02)
+        raise RedisServerError(
+            f"no failover away from port {old.port} within {timeout:g} s; the Sentinels' "
+            f"log:\n{self.sentinels[0].log_tail()}"
+        )
+
+    def _ready(self) -> bool:
+        for replica in self.servers[1:]:
+            info = command(replica.host, replica.port, "INFO", "replication")
+            if "master_link_status:up" not in info:
+                return False
+        for sentinel in self.sentinels:
+            master = command(sentinel.host, sentinel.port, "SENTINEL", "master", self.service)
+            fields = dict(zip(master[::2], master[1::2], strict=True))
+            if int(fields.get("num-slaves", 0)) < len(self.servers) - 1:
+                return False
+            if int(fields.get("num-other-sentinels", 0)) < len(self.sentinels) - 1:
+                return False
+        return True
+
+    def _ready_now(self) -> bool:
+        try:
+            return self._ready()
+        except (OSError, RedisServerError):  # still starting
+            return False
+
+    def start(self) -> SentinelGroup:
+        """Start the servers, then the Sentinels, and wait until a failover can happen."""
+        try:
+            for server in self.servers:
+                server.start()
+            for sentinel in self.sentinels:
+                sentinel.start()
+            deadline = time.monotonic() + self.startup_timeout
+            while not self._ready_now():
+                if time.monotonic() > deadline:
+                    raise RedisServerError(
+                        f"{self!r} not ready within {self.startup_timeout:g} s (replicas in "
+                        "sync, Sentinels knowing each other); a Sentinel's log:\n"
+                        f"{self.sentinels[0].log_tail()}"
+                    )
+                time.sleep(0.1)
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def close(self) -> None:
+        """Stop everything and delete the directories."""
+        for process in [*self.sentinels, *self.servers]:
+            process.close()
+
+    def __enter__(self) -> SentinelGroup:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
