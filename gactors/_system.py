@@ -256,6 +256,10 @@ class ActorSystem:
         self.termination_hooks: list[Callable[[], Any]] = []
         self.scheduler = Scheduler(self)
         self.ask_deadlines = AskDeadlines(self._hub)
+        #: Called by a cell with (cell, actor, None) when an actor is installed and with
+        #: (cell, actor, behavior) on become (returning the behavior to use); None unless
+        #: actor classes are timed (gactors._timing): actors pay nothing for it.
+        self.receive_hook: Callable[[Any, Any, Any], Any] | None = None
         # Registered first, so it runs last: hooks may still use the scheduler.
         self.termination_hooks.append(self.scheduler._close)  # noqa: SLF001  the system owns its scheduler
         self._dead_letter_count = 0
