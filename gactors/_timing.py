@@ -317,6 +317,16 @@ class ActorTiming:
                 row[label] = (n, delta)
         self.history.append((second, row))
 
+    def chart_view(self, top: int = 6) -> dict[str, Any]:
+        """:meth:`history_view` of the ``top`` labels with the most messages in the
+        window (what a page draws; the rest are counted in ``omitted``)."""
+        view = self.history_view()
+        classes = view["classes"]
+        ranked = sorted(classes, key=lambda k: sum(classes[k]["messages"]), reverse=True)
+        view["omitted"] = max(0, len(ranked) - top)
+        view["classes"] = {k: classes[k] for k in ranked[:top]}
+        return view
+
     def history_view(self, seconds: int = HISTORY_SECONDS) -> dict[str, Any]:
         """Per label, per second (oldest first, the last ``seconds``): messages and the
         50th, 90th and 99th percentile of processing time in milliseconds (None in a

@@ -21,7 +21,9 @@ Routes (``GET`` and ``HEAD`` only; anything else is 404 or 405):
   ``dashboard_static`` files: there is no file serving at all);
 * ``/api/state`` — the whole state as JSON (see ``docs/dashboard.md``); repeat
   ``open=/user/x`` to include the children of those nodes, ``limit`` children each;
-* ``/api/tree?path=/user/x`` — one actor and its first ``limit`` children.
+* ``/api/tree?path=/user/x`` — one actor and its first ``limit`` children;
+* ``/api/actor?path=/user/x`` — one actor in detail (the drill-down: mailbox depth over
+  time, last failure with its traceback, children, watchers, persistence, reminders).
 
 With ``token`` set, every request must carry it, as ``Authorization: Bearer <token>``
 or ``?token=<token>``; others get 401. ``system=None`` means the worker system of the
@@ -50,6 +52,7 @@ from gactors._extension import ExtensionId
 from gactors._observer import AUTO_EXPAND, SystemObserver, observer_for
 from gactors.contrib import worker_system
 from gactors.contrib._members import cluster_members
+from gactors.contrib._views import actor_view, delivery_view, reminders_view
 from gactors.exceptions import IllegalStateError
 
 if TYPE_CHECKING:
@@ -599,6 +602,14 @@ class DashboardApp:
                     auto=auto,
                 )
             )
+        if path == "/api/actor":
+            where = query.get("path", [""])[0]
+            if not where.startswith("/"):
+                raise _HTTPError("400 Bad Request", f"path must start with '/': {where!r}")
+            view = actor_view(self._observer(), where)
+            if view is None:
+                raise _HTTPError("404 Not Found", f"no actor at {where}")
+            return self._json(view)
         if path == "/api/tree":
             where = query.get("path", ["/"])[0]
             if not where.startswith("/"):
@@ -680,6 +691,9 @@ class DashboardApp:
             "limit": limit,
             "auto_expand": AUTO_EXPAND,
             "notice": self.notice,
+            "classes": activity["classes"],
+            "delivery": delivery_view(obs),
+            "reminders": reminders_view(obs.system),
             "cluster": cluster,
         }
 

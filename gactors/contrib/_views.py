@@ -1,0 +1,235 @@
+"""The dashboard's views besides the tree: one actor in detail (``api/actor``), the
+reliable-delivery producers and the reminders of this node (``api/state``).
+
+Everything here reads; the views that read actors run in the system's hub thread (the
+observer carries them over). The reminders come from their store (one Redis round trip
+or one SQLite query): a request never waits for that I/O. It reads the last list,
+and a stale list (older than :data:`REMINDERS_EVERY` seconds) is refreshed by a greenlet
+of the system's hub, so the next poll has the new one.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from typing import TYPE_CHECKING, Any
+
+import gevent
+
+from gactors._extension import ExtensionId
+from gactors._observer import SystemObserver, _cell_info, local_path
+from gactors._threads import get_ident
+
+if TYPE_CHECKING:
+    from gactors._cell import ActorCell
+    from gactors._system import ActorSystem
+
+__all__ = ["REMINDERS_EVERY", "REMINDERS_SHOWN", "actor_view", "delivery_view", "reminders_view"]
+
+_log = logging.getLogger("gactors.dashboard")
+
+REMINDERS_EVERY = 2.0
+"""Seconds a list of reminders read from the store is shown before it is read again."""
+
+REMINDERS_SHOWN = 200
+"""Reminders read, at most (the earliest due first)."""
+
+_CHILDREN_SHOWN = 50
+_ENTITIES_SHOWN = 10
+
+
+def _ref_path(ref: Any) -> str:
+    return str(getattr(ref, "path", ref))
+
+
+# -- one actor ----------------------------------------------------------------------------------
+def actor_view(obs: SystemObserver, path: str) -> dict[str, Any] | None:
+    """One actor in detail, or None if there is no actor at ``path``: its row, its
+    mailbox depth over time (sampled every second from the first time a page asked,
+    for a minute after the last), its last failure with the traceback, its children,
+    the actors it watches and that watch it, and, for a persistent actor, its
+    persistence id, sequence number and fencing token (its row's ``persistence``)."""
+    view = obs.in_hub(_actor_in_hub, obs, path)
+    if view is None:
+        return None
+    view["reminders"] = _reminders_of(obs.system, view["node"]["path"], view["entity"])
+    return view
+
+
+def _actor_in_hub(obs: SystemObserver, path: str) -> dict[str, Any] | None:
+    cell = obs.cell_at(path)
+    if cell is None:
+        return None
+    path = "/" + "/".join(n for n in path.split("/") if n)
+    parent = path.rpartition("/")[0] or "/" if path != "/" else None
+    info = _cell_info(cell, path, parent)
+    info["recent_restart"] = obs.recently_restarted(path)
+    children: list[dict[str, Any]] = []
+    for name, child in cell.child_cells.items():
+        if len(children) == _CHILDREN_SHOWN:
+            break
+        child_path = f"/{name}" if path == "/" else f"{path}/{name}"
+        children.append(
+            {
+                "path": child_path,
+                "name": name,
+                "state": child.state_name,
+                "mailbox": len(child.mailbox),
+                "restarts": child.restarts,
+            }
+        )
+    samples = obs.track(path)
+    samples.append((int(time.time()), len(cell.mailbox)))
+    return {
+        "node": info,
+        "entity": _entity_of(cell),
+        "mailbox_history": {"seconds": [s for s, _ in samples], "depth": [d for _, d in samples]},
+        "last_failure": obs.last_failure.get(path),
+        "children": children,
+        "more_children": len(cell.child_cells) - len(children),
+        "watchers": sorted(_ref_path(r) for r in cell.watched_by),
+        "watching": sorted(_ref_path(r) for r in cell.watching),
+        "delivery": _producer_of(cell.actor),
+    }
+
+
+def _entity_of(cell: ActorCell) -> tuple[str, str] | None:
+    """(type name, entity id) of a sharded entity's cell, else None."""
+    shard = cell.parent_cell
+    region = shard.parent_cell if shard is not None else None
+    if region is None or type(region.actor).__qualname__ != "_Region":
+        return None
+    return region.name.removeprefix("sharding-"), cell.name
+
+
+# -- reliable delivery --------------------------------------------------------------------------
+def _producer_of(actor: Any) -> dict[str, Any] | None:
+    """A ReliableSender's producer actor, summarised: None for any other actor."""
+    sender = getattr(actor, "sender_obj", None)
+    machine = getattr(actor, "machine", None)
+    if sender is None or machine is None or not hasattr(machine, "queues"):
+        return None
+    pending = {e: len(q.unconfirmed) for e, q in machine.queues.items() if q.unconfirmed}
+    top = sorted(pending.items(), key=lambda kv: kv[1], reverse=True)[:_ENTITIES_SHOWN]
+    stats = getattr(sender, "stats", None)
+    return {
+        "producer_id": sender.producer_id,
+        "type_name": sender.type_name,
+        "durable": bool(sender.durable),
+        "window": sender.window,
+        "unconfirmed": sum(pending.values()),
+        "entities_pending": len(pending),
+        "waiting": sum(len(w) for w in sender.waiting.values()),
+        "top": [{"entity_id": e, "unconfirmed": n} for e, n in top],
+        "sent": getattr(stats, "sent", None),
+        "resent": getattr(stats, "resent", None),
+        "path": local_path(str(sender.ref.path)),
+    }
+
+
+def delivery_view(obs: SystemObserver) -> list[dict[str, Any]]:
+    """Every reliable-delivery producer of this node (the ``delivery-*`` actors under
+    ``/user``): unconfirmed messages, per entity for the ones with the most."""
+    if "gactors.delivery._producer" not in sys.modules:
+        return []  # no ReliableSender was ever made in this process
+    return obs.in_hub(_delivery_in_hub, obs)
+
+
+def _delivery_in_hub(obs: SystemObserver) -> list[dict[str, Any]]:
+    user = obs.cell_at("/user")
+    out: list[dict[str, Any]] = []
+    if user is None:
+        return out
+    for name, child in user.child_cells.items():
+        if name.startswith("delivery-"):
+            view = _producer_of(child.actor)
+            if view is not None:
+                out.append(view)
+    out.sort(key=lambda p: (p["type_name"], p["producer_id"]))
+    return out
+
+
+# -- reminders ----------------------------------------------------------------------------------
+class _RemindersCache:
+    """The last list of reminders read from the store, and the refresh in flight."""
+
+    def __init__(self) -> None:
+        self.rows: list[dict[str, Any]] | None = None
+        self.read_at = 0.0  # monotonic
+        self.as_of: float | None = None  # wall time of the read
+        self.error: str | None = None
+        self.busy = False
+
+    def refresh(self, rem: Any) -> None:
+        try:
+            self.rows = rem.upcoming(REMINDERS_SHOWN)
+            self.as_of = time.time()
+            self.error = None
+        except Exception as e:  # the store is down: the page says so
+            self.error = f"{type(e).__name__}: {e}"
+            _log.debug("reading the reminders failed", exc_info=True)
+        finally:
+            self.read_at = time.monotonic()
+            self.busy = False
+
+
+class _RemindersCacheExtension(ExtensionId[_RemindersCache]):
+    def create(self, system: ActorSystem) -> _RemindersCache:
+        return _RemindersCache()
+
+
+def _reminders_ext(system: ActorSystem) -> Any:
+    mod = sys.modules.get("gactors.reminders._extension")
+    if mod is None or not system.has_extension(mod.RemindersExtension):
+        return None
+    return system.extension(mod.RemindersExtension)
+
+
+def reminders_view(system: ActorSystem) -> dict[str, Any] | None:
+    """The reminders this node fires, per target with its next due time, or None when
+    the system does not use reminders: ``{"as_of", "error", "count", "targets":
+    [{"target", "next_due", "names": [...]}]}`` (the earliest :data:`REMINDERS_SHOWN`)."""
+    rem = _reminders_ext(system)
+    if rem is None:
+        return None
+    cache = system.extension(_RemindersCacheExtension)
+    if not cache.busy and time.monotonic() - cache.read_at >= REMINDERS_EVERY:
+        cache.busy = True
+        if get_ident() == system._tid:
+            gevent.spawn(cache.refresh, rem)
+        else:
+            system.run_in_hub_async(gevent.spawn, cache.refresh, rem)
+    targets: dict[str, dict[str, Any]] = {}
+    for r in cache.rows or ():
+        t = targets.get(r["target"])
+        if t is None:
+            t = targets[r["target"]] = {"target": r["target"], "next_due": r["due"], "names": []}
+        t["names"].append({"name": r["name"], "due": r["due"]})
+        t["next_due"] = min(t["next_due"], r["due"])
+    return {
+        "as_of": cache.as_of,
+        "error": cache.error,
+        "count": len(cache.rows or ()),
+        "limit": REMINDERS_SHOWN,
+        "targets": sorted(targets.values(), key=lambda t: t["next_due"]),
+    }
+
+
+def _reminders_of(
+    system: ActorSystem, path: str, entity: tuple[str, str] | None
+) -> list[Any] | None:
+    """The reminders (from the last list read) whose target is this actor: its path in a
+    single process, ``type/id`` for an entity, ``singleton name`` for a singleton."""
+    view = reminders_view(system)
+    if view is None:
+        return None
+    names = {path}
+    if entity:
+        names.add(f"{entity[0]}/{entity[1]}")
+    if path.rpartition("/")[2] == "singleton" and "/singletonManager-" in path:
+        names.add("singleton " + path.split("/singletonManager-")[1].split("/")[0])
+    for t in view["targets"]:
+        if t["target"] in names:
+            return list(t["names"])
+    return []
