@@ -40,7 +40,7 @@ from gactors._messages import DeadLetter, HubBlocked
 from gactors._supervision import FailureHandled
 from gactors._text import safe_str
 from gactors._threads import get_ident
-from gactors._timing import TimingExtension
+from gactors._timing import ClassEvents, TimingExtension
 
 if TYPE_CHECKING:
     from gactors._cell import ActorCell
@@ -181,6 +181,27 @@ def _cell_info(cell: ActorCell, path: str, parent: str | None) -> dict[str, Any]
     return info
 
 
+def _class_label(cell: ActorCell) -> str:
+    """The class label of a cell's actor (the one the timing uses: no ``<locals>``)."""
+    actor = cell.actor
+    cls = type(actor) if actor is not None else cell.props.factory
+    qualname = getattr(cls, "__qualname__", None) or type(cls).__qualname__
+    return qualname.rpartition(".<locals>.")[2]
+
+
+def _recipient_label(ref: Any) -> str:
+    """The class label of a dead letter's intended recipient: its actor's class for an
+    actor of this process, else the kind of ref in parentheses ("(RemoteActorRef)",
+    "(PromiseRef)" for a reply after its ask ended, "(none)")."""
+    if ref is None:
+        return "(none)"
+    cell = getattr(ref, "_cell", None)
+    if cell is None or not hasattr(cell, "props"):
+        kind = type(ref).__name__
+        return "(system.dead_letters)" if kind == "DeadLettersRef" else f"({kind})"
+    return _class_label(cell)
+
+
 def _bound(groups: dict[Any, dict[str, Any]]) -> None:
     """Keep at most _GROUPS_KEPT groups: drop the one seen last longest ago."""
     if len(groups) > _GROUPS_KEPT:
@@ -240,6 +261,8 @@ class SystemObserver:
         # Per-second history: [wall second, messages, restarts, dead letters] deltas.
         self.history: deque[tuple[int, int, int, int]] = deque(maxlen=HISTORY_SECONDS)
         self._sampled: tuple[int, int, int] | None = None
+        #: Restarts and dead letters per actor class, per second (the charts per class).
+        self.class_events = ClassEvents()
         # The last failure of each actor (bounded), with its traceback: the drill-down.
         self.last_failure: dict[str, dict[str, Any]] = {}
         # Actors a page has drilled into: path -> [last asked (monotonic), deque of
@@ -263,6 +286,7 @@ class SystemObserver:
     # -- events (hub thread) ----------------------------------------------------------------
     def _on_dead_letter(self, event: DeadLetter) -> None:
         self.dead_letters += 1
+        self.class_events.count(_recipient_label(event.recipient), 1)
         sec = int(time.monotonic())
         buckets = self._dl_seconds
         if buckets and buckets[-1][0] == sec:
@@ -348,6 +372,9 @@ class SystemObserver:
         if len(self.last_failure) > _LAST_FAILURES_KEPT:
             del self.last_failure[next(iter(self.last_failure))]
         if name == "restart":
+            cell = self.cell_at(path)
+            if cell is not None:
+                self.class_events.count(_class_label(cell), 0)
             restarted = self._restarted
             mono = time.monotonic()
             restarted[path] = mono
@@ -367,6 +394,7 @@ class SystemObserver:
         if before is not None:
             deltas = [max(0, a - b) for a, b in zip(now, before, strict=True)]
             self.history.append((second, deltas[0], deltas[1], deltas[2]))
+        self.class_events.sample(second)
         if self.tracked:
             self._sample_tracked(second)
 
@@ -438,6 +466,7 @@ class SystemObserver:
             "hot": {"mailbox": totals["deepest_mailboxes"], "restarts": totals["most_restarts"]},
             "history": self.history_view(),
             "classes": self.class_history(),
+            "class_events": self.class_events.view(),
         }
 
     def class_history(self) -> dict[str, Any] | None:

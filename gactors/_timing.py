@@ -377,3 +377,62 @@ class ActorTiming:
                 }
             )
         return out
+
+
+class ClassEvents:
+    """Restarts and dead letters per actor class, per second (the observer counts them
+    from the events it already receives: no cost on the message path).
+
+    A restart counts for the class of the actor that failed; a dead letter for the class
+    of its intended recipient (``"(remote)"`` for a ref of another node, ``"(none)"``
+    without one). At most ``max_classes`` labels; the rest count as ``other``."""
+
+    KINDS = ("restarts", "dead_letters")
+
+    def __init__(self, max_classes: int = MAX_CLASSES) -> None:
+        self.max_classes = max_classes
+        self.totals: dict[str, list[int]] = {}
+        self._sampled: dict[str, list[int]] = {}
+        # Per second: (wall second, {label: [restarts, dead letters]}) of the non-zero ones.
+        self.history: deque[tuple[int, dict[str, list[int]]]] = deque(maxlen=HISTORY_SECONDS)
+
+    def count(self, label: str, kind: int) -> None:
+        """One event of ``kind`` (0: restart, 1: dead letter) for ``label``."""
+        row = self.totals.get(label)
+        if row is None:
+            if len(self.totals) >= self.max_classes:
+                label = OTHER
+                row = self.totals.get(OTHER)
+            if row is None:
+                row = self.totals[label] = [0, 0]
+        row[kind] += 1
+
+    def sample(self, second: int) -> None:
+        """Record the events of each label since the previous sample (every second)."""
+        row: dict[str, list[int]] = {}
+        for label, now in self.totals.items():
+            before = self._sampled.get(label, [0, 0])
+            delta = [now[0] - before[0], now[1] - before[1]]
+            if delta[0] or delta[1]:
+                row[label] = delta
+            self._sampled[label] = list(now)
+        self.history.append((second, row))
+
+    def view(self, top: int = 6) -> dict[str, Any]:
+        """Per label with events in the window (the ``top`` with the most), per second,
+        oldest first: ``{"end", "classes": {label: {"restarts": [...], "dead_letters":
+        [...]}}, "omitted"}``."""
+        rows = list(self.history)
+        end = rows[-1][0] if rows else int(time.time())
+        sums: dict[str, int] = {}
+        for _, row in rows:
+            for label, d in row.items():
+                sums[label] = sums.get(label, 0) + d[0] + d[1]
+        ranked = sorted(sums, key=lambda k: sums[k], reverse=True)
+        out: dict[str, dict[str, list[int]]] = {}
+        for label in ranked[:top]:
+            out[label] = {
+                kind: [row.get(label, [0, 0])[i] for _, row in rows]
+                for i, kind in enumerate(self.KINDS)
+            }
+        return {"end": end, "classes": out, "omitted": max(0, len(ranked) - top)}

@@ -398,6 +398,7 @@ def _cluster_figures(nodes: list[dict[str, Any]]) -> dict[str, Any]:
     hot_mailbox: list[dict[str, Any]] = []
     hot_restarts: list[dict[str, Any]] = []
     series: dict[str, dict[int, int]] = {"messages": {}, "restarts": {}, "dead_letters": {}}
+    views: list[dict[str, Any] | None] = []
     for n in nodes:
         totals = n.get("totals")
         act = totals.get("activity") if isinstance(totals, dict) else None
@@ -422,6 +423,7 @@ def _cluster_figures(nodes: list[dict[str, Any]]) -> dict[str, Any]:
         blocks += [{**b, "node": n["address"]} for b in act["blocks"]]
         hot_mailbox += [{**h, "node": n["address"]} for h in act["hot"]["mailbox"]]
         hot_restarts += [{**h, "node": n["address"]} for h in act["hot"]["restarts"]]
+        views.append(act.get("class_events"))
         history = act["history"]
         for name, per_second in series.items():
             values = history[name]
@@ -449,6 +451,43 @@ def _cluster_figures(nodes: list[dict[str, Any]]) -> dict[str, Any]:
         "blocks": blocks[:10],
         "hot": {"mailbox": hot_mailbox[:10], "restarts": hot_restarts[:10]},
         "history": history_sum,
+        "class_events": _sum_class_events(views),
+    }
+
+
+def _sum_class_events(views: list[dict[str, Any] | None]) -> dict[str, Any]:
+    """The nodes' restarts and dead letters per class and second (each node's
+    ``class_events``), added up second by second; ``omitted`` is the largest of theirs."""
+    per_class: dict[str, dict[str, dict[int, int]]] = {}
+    end = 0
+    omitted = 0
+    for v in views:
+        if not isinstance(v, dict):
+            continue  # a node of an older gactors: not counted here
+        end = max(end, v["end"])
+        omitted = max(omitted, v.get("omitted", 0))
+        for label, kinds in v["classes"].items():
+            target = per_class.setdefault(label, {"restarts": {}, "dead_letters": {}})
+            for kind, values in kinds.items():
+                start = v["end"] - len(values) + 1
+                acc = target.setdefault(kind, {})
+                for i, n in enumerate(values):
+                    acc[start + i] = acc.get(start + i, 0) + n
+    end = end or int(time.time())
+    first = min(
+        (min(acc) for kinds in per_class.values() for acc in kinds.values() if acc),
+        default=end + 1,
+    )
+    return {
+        "end": end,
+        "classes": {
+            label: {
+                kind: [acc.get(sec, 0) for sec in range(first, end + 1)]
+                for kind, acc in kinds.items()
+            }
+            for label, kinds in per_class.items()
+        },
+        "omitted": omitted,
     }
 
 
@@ -692,6 +731,7 @@ class DashboardApp:
             "auto_expand": AUTO_EXPAND,
             "notice": self.notice,
             "classes": activity["classes"],
+            "class_events": activity["class_events"],
             "delivery": delivery_view(obs),
             "reminders": reminders_view(obs.system),
             "cluster": cluster,

@@ -128,6 +128,7 @@ def test_the_drill_down_and_the_class_charts(
     expect(page.locator("#classes-hint")).to_be_hidden()
     expect(page.locator("#chart-class-messages .class-legend")).to_contain_text("Kid")
     expect(page.locator("#chart-class-p99 polyline[data-cls='Kid']")).to_have_count(1)
+    expect(page.locator("#chart-class-restarts")).to_have_attribute("data-classes", "Kid")
     assert page.evaluate("window.notReloaded") is True
     _screenshot(page, system)
 
@@ -170,6 +171,7 @@ def test_without_timed_classes_the_page_says_how(browser: Any) -> None:  # noqa:
         expect(page.locator("#classes-hint")).to_be_visible()
         expect(page.locator("#classes-hint")).to_contain_text("metrics.timed_actors")
         expect(page.locator("#chart-class-messages")).to_be_hidden()
+        expect(page.locator("#chart-class-restarts")).to_be_visible()  # untimed: counted
         expect(page.locator("#reminders")).to_be_hidden()
         expect(page.locator("#delivery")).to_be_hidden()
     finally:

@@ -177,6 +177,33 @@ def test_timed_classes_have_a_per_second_history(solo: ActorSystem) -> None:
     assert 250 <= kid["p50"][i] <= 500  # ms: the 0.3 s receive, within its bucket
 
 
+def test_restarts_and_dead_letters_per_class_per_second() -> None:
+    """Counted from supervision's and the event stream's events, timed classes or not."""
+    with ActorSystem("events") as system:
+        app = DashboardApp(system)
+        parent = system.actor_of(Props(Parent), "orders")
+        await_condition(lambda: system.lookup("/user/orders/kid") is not None, 10)
+        for _ in range(3):
+            parent.tell("boom")
+        gone = system.actor_of(Props(Watcher, parent), "gone")
+        system.stop(gone)
+        await_condition(lambda: system.lookup("/user/gone") is None, 10)
+        for i in range(4):
+            gone.tell(i)  # dead letters, for a Watcher
+        deadline = time.monotonic() + 10
+        while True:
+            events = get_json(app, "/api/state")["class_events"]["classes"]
+            kid = events.get("Kid", {}).get("restarts", [])
+            watcher = events.get("Watcher", {}).get("dead_letters", [])
+            if sum(kid) == 3 and sum(watcher) == 4:
+                break
+            assert time.monotonic() < deadline, events
+            gevent.sleep(0.3)
+        assert sum(events["Kid"]["dead_letters"]) == 0
+        assert "Parent" not in events  # it did not fail, and got no dead letter
+        assert len(kid) == len(watcher)  # one entry a second, the same window
+
+
 def test_without_timed_classes_the_state_says_none() -> None:
     with ActorSystem("plain") as system:
         assert DashboardApp(system).state()["classes"] is None

@@ -151,7 +151,7 @@
     renderBlocks(c ? c.blocks : state.hub_blocked.groups, !!c);
     renderHot(c ? c.hot : state.hot, !!c);
     renderCharts(c ? c.history : state.history, c);
-    renderClasses(state.classes, !!c);
+    renderClasses(state.classes, c ? c.class_events : state.class_events, !!c);
     renderDelivery(state.delivery || []);
     renderReminders(state.reminders);
     renderCluster(c);
@@ -215,14 +215,20 @@
 
   // Per timed actor class (the local node's): messages/s and processing-time
   // percentiles, one line per class (the classes with the most messages).
-  function renderClasses(classes, cluster) {
-    $("classes-hint").hidden = !!classes;
-    ["messages", "p50", "p99"].forEach(function (key) {
+  function renderClasses(timed, events, cluster) {
+    $("classes-hint").hidden = !!timed;
+    [["messages", timed], ["p50", timed], ["p99", timed],
+     ["restarts", events], ["dead_letters", events]].forEach(function (pair) {
+      var key = pair[0], classes = pair[1];
       var box = $("chart-class-" + key);
       box.hidden = !classes;
       if (!classes) return;
       var svg = box.querySelector("svg");
-      var names = Object.keys(classes.classes);
+      var names = Object.keys(classes.classes).filter(function (k) {
+        // A class with restarts only is not drawn among the dead letters, and back.
+        return key !== "restarts" && key !== "dead_letters" ||
+          classes.classes[k][key].some(function (v) { return v > 0; });
+      });
       var peak = 0;
       names.forEach(function (k) {
         classes.classes[k][key].forEach(function (v) { if (v !== null && v > peak) peak = v; });
@@ -246,11 +252,14 @@
       legend.replaceChildren.apply(legend, names.map(function (k, i) {
         var vals = classes.classes[k][key].filter(function (v) { return v !== null; });
         var last = vals.length ? vals[vals.length - 1] : null;
-        return el("span", "cl-" + (i % 6), k + (last === null ? "" : " " + (key === "messages" ? fmt(last) : last.toFixed(3))));
+        var counted = key !== "p50" && key !== "p99";
+        return el("span", "cl-" + (i % 6), k + (last === null ? "" : " " + (counted ? fmt(last) : last.toFixed(3))));
       }));
       box.dataset.peak = String(peak);
-      box.querySelector(".chart-note").textContent = "peak " + (key === "messages" ? fmt(peak) : peak.toFixed(3)) +
-        (cluster ? " · this node" : "") + (classes.omitted ? " · " + classes.omitted + " more classes not drawn" : "");
+      box.dataset.classes = names.join(",");
+      box.querySelector(".chart-note").textContent = (names.length ? "" : "none in the last 10 min · ") +
+        "peak " + (key === "p50" || key === "p99" ? peak.toFixed(3) : fmt(peak)) +
+        (cluster ? (key === "restarts" || key === "dead_letters" ? " · all nodes" : " · this node") : "") + (classes.omitted ? " · " + classes.omitted + " more classes not drawn" : "");
     });
   }
 
