@@ -17,12 +17,12 @@ from typing import TYPE_CHECKING, Any
 
 import gevent
 
+from gactors._drilldown import actor_in_hub, producer_of
 from gactors._extension import ExtensionId
-from gactors._observer import SystemObserver, _cell_info, local_path
+from gactors._observer import SystemObserver
 from gactors._threads import get_ident
 
 if TYPE_CHECKING:
-    from gactors._cell import ActorCell
     from gactors._system import ActorSystem
 
 __all__ = ["REMINDERS_EVERY", "REMINDERS_SHOWN", "actor_view", "delivery_view", "reminders_view"]
@@ -35,13 +35,6 @@ REMINDERS_EVERY = 2.0
 REMINDERS_SHOWN = 200
 """Reminders read, at most (the earliest due first)."""
 
-_CHILDREN_SHOWN = 50
-_ENTITIES_SHOWN = 10
-
-
-def _ref_path(ref: Any) -> str:
-    return str(getattr(ref, "path", ref))
-
 
 # -- one actor ----------------------------------------------------------------------------------
 def actor_view(obs: SystemObserver, path: str) -> dict[str, Any] | None:
@@ -50,82 +43,11 @@ def actor_view(obs: SystemObserver, path: str) -> dict[str, Any] | None:
     for a minute after the last), its last failure with the traceback, its children,
     the actors it watches and that watch it, and, for a persistent actor, its
     persistence id, sequence number and fencing token (its row's ``persistence``)."""
-    view = obs.in_hub(_actor_in_hub, obs, path)
+    view = obs.in_hub(actor_in_hub, obs, path)
     if view is None:
         return None
     view["reminders"] = _reminders_of(obs.system, view["node"]["path"], view["entity"])
     return view
-
-
-def _actor_in_hub(obs: SystemObserver, path: str) -> dict[str, Any] | None:
-    cell = obs.cell_at(path)
-    if cell is None:
-        return None
-    path = "/" + "/".join(n for n in path.split("/") if n)
-    parent = path.rpartition("/")[0] or "/" if path != "/" else None
-    info = _cell_info(cell, path, parent)
-    info["recent_restart"] = obs.recently_restarted(path)
-    children: list[dict[str, Any]] = []
-    for name, child in cell.child_cells.items():
-        if len(children) == _CHILDREN_SHOWN:
-            break
-        child_path = f"/{name}" if path == "/" else f"{path}/{name}"
-        children.append(
-            {
-                "path": child_path,
-                "name": name,
-                "state": child.state_name,
-                "mailbox": len(child.mailbox),
-                "restarts": child.restarts,
-            }
-        )
-    samples = obs.track(path)
-    samples.append((int(time.time()), len(cell.mailbox)))
-    return {
-        "node": info,
-        "entity": _entity_of(cell),
-        "mailbox_history": {"seconds": [s for s, _ in samples], "depth": [d for _, d in samples]},
-        "last_failure": obs.last_failure.get(path),
-        "children": children,
-        "more_children": len(cell.child_cells) - len(children),
-        "watchers": sorted(_ref_path(r) for r in cell.watched_by),
-        "watching": sorted(_ref_path(r) for r in cell.watching),
-        "delivery": _producer_of(cell.actor),
-    }
-
-
-def _entity_of(cell: ActorCell) -> tuple[str, str] | None:
-    """(type name, entity id) of a sharded entity's cell, else None."""
-    shard = cell.parent_cell
-    region = shard.parent_cell if shard is not None else None
-    if region is None or type(region.actor).__qualname__ != "_Region":
-        return None
-    return region.name.removeprefix("sharding-"), cell.name
-
-
-# -- reliable delivery --------------------------------------------------------------------------
-def _producer_of(actor: Any) -> dict[str, Any] | None:
-    """A ReliableSender's producer actor, summarised: None for any other actor."""
-    sender = getattr(actor, "sender_obj", None)
-    machine = getattr(actor, "machine", None)
-    if sender is None or machine is None or not hasattr(machine, "queues"):
-        return None
-    pending = {e: len(q.unconfirmed) for e, q in machine.queues.items() if q.unconfirmed}
-    top = sorted(pending.items(), key=lambda kv: kv[1], reverse=True)[:_ENTITIES_SHOWN]
-    stats = getattr(sender, "stats", None)
-    return {
-        "producer_id": sender.producer_id,
-        "type_name": sender.type_name,
-        "durable": bool(sender.durable),
-        "window": sender.window,
-        "unconfirmed": sum(pending.values()),
-        "entities_pending": len(pending),
-        "waiting": sum(len(w) for w in sender.waiting.values()),
-        "top": [{"entity_id": e, "unconfirmed": n} for e, n in top],
-        "sent": getattr(stats, "sent", None),
-        "resent": getattr(stats, "resent", None),
-        "path": local_path(str(sender.ref.path)),
-    }
 
 
 def delivery_view(obs: SystemObserver) -> list[dict[str, Any]]:
@@ -143,7 +65,7 @@ def _delivery_in_hub(obs: SystemObserver) -> list[dict[str, Any]]:
         return out
     for name, child in user.child_cells.items():
         if name.startswith("delivery-"):
-            view = _producer_of(child.actor)
+            view = producer_of(child.actor)
             if view is not None:
                 out.append(view)
     out.sort(key=lambda p: (p["type_name"], p["producer_id"]))

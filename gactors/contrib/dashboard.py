@@ -369,6 +369,38 @@ def _cluster_state(
     }
 
 
+def _remote_actor(system: ActorSystem, full_path: str) -> dict[str, Any] | None:
+    """Another node's actor in detail (``gactors://shop@node-b/user/x``), asked of that
+    node's inspector (:class:`~gactors.cluster._inspect.InspectActor`); None if it has
+    no such actor. Its reminders are that node's business: not included (None)."""
+    if cluster_members(system) is None:
+        raise _HTTPError("404 Not Found", f"not a cluster node: no actor at {full_path}")
+    i = full_path.find("/", full_path.find("://") + 3)
+    if i < 0:
+        raise _HTTPError("400 Bad Request", f"no actor path in {full_path!r}")
+    address, local = full_path[:i], full_path[i:]
+    from gactors.cluster._inspect import (  # type: ignore[import-not-found, unused-ignore]
+        INSPECTOR,
+        InspectActor,
+    )
+
+    try:
+        reply = system.actor_selection(address + INSPECTOR).ask(
+            InspectActor(local), timeout=CLUSTER_ASK_TIMEOUT
+        )
+    except TimeoutError:
+        raise _HTTPError(
+            "504 Gateway Timeout",
+            f"{address} did not answer within {CLUSTER_ASK_TIMEOUT:g} s",
+        ) from None
+    view = getattr(reply, "view", None)
+    if not isinstance(view, dict):
+        return None
+    view["node_address"] = address
+    view["reminders"] = None
+    return view
+
+
 def _by_node(paths: Iterable[str]) -> dict[str, set[str]]:
     """``gactors://shop@node-b/user/x`` paths, by node address: ``{address: {"/user/x"}}``."""
     out: dict[str, set[str]] = {}
@@ -643,9 +675,19 @@ class DashboardApp:
             )
         if path == "/api/actor":
             where = query.get("path", [""])[0]
-            if not where.startswith("/"):
-                raise _HTTPError("400 Bad Request", f"path must start with '/': {where!r}")
-            view = actor_view(self._observer(), where)
+            obs = self._observer()
+            own = str(obs.system.address) + "/"
+            if where.startswith(own):
+                where = where[len(own) - 1 :]
+            if where.startswith("gactors://"):
+                view = _remote_actor(obs.system, where)
+            elif where.startswith("/"):
+                view = actor_view(obs, where)
+            else:
+                raise _HTTPError(
+                    "400 Bad Request",
+                    f"path must start with '/' (or be another node's gactors://...): {where!r}",
+                )
             if view is None:
                 raise _HTTPError("404 Not Found", f"no actor at {where}")
             return self._json(view)

@@ -76,7 +76,12 @@
     return fetch("api/actor?path=" + encodeURIComponent(selected), { headers: headers, cache: "no-store" })
       .then(function (r) {
         if (r.status === 404) { renderDrillGone(selected); return null; }
-        if (!r.ok) throw new Error(r.status + " (api/actor)");
+        if (!r.ok) {
+          return r.json().catch(function () { return {}; }).then(function (body) {
+            $("d-summary").textContent = "not available: " + (body.error || r.status);
+            return null;
+          });
+        }
         return r.json();
       })
       .then(function (view) { if (view) renderDrill(view); });
@@ -279,7 +284,7 @@
   function renderDrill(v) {
     var n = v.node;
     $("drill").hidden = false;
-    $("d-path").textContent = n.path;
+    $("d-path").textContent = (v.node_address ? shortNode(v.node_address) + " " : "") + n.path;
     $("d-summary").textContent = (n.label || n.actor) + " · " + n.state + " · mailbox " + fmt(n.mailbox) +
       " · restarts " + fmt(n.restarts) + (v.entity ? " · entity " + v.entity[0] + "/" + v.entity[1] : "");
     var depth = v.mailbox_history.depth;
@@ -333,7 +338,9 @@
     } else {
       pbox.replaceChildren();
     }
-    if (v.reminders === null) {
+    if (v.node_address) {
+      list("d-reminders", [el("li", "empty", "(another node's: see its own dashboard)")], "");
+    } else if (v.reminders === null) {
       list("d-reminders", [el("li", "empty", "(reminders are not used by this system)")], "");
     } else {
       list("d-reminders", v.reminders.map(function (r) {
@@ -414,13 +421,11 @@
       }
       row.appendChild(toggle);
       var nameEl = el("span", "name", n.path === "/" ? "/" : n.name);
-      if (prefix === "") {
-        // This node's actors open the drill-down (another node's are only listed).
-        nameEl.classList.add("link");
-        nameEl.title = "details of " + n.path;
-        nameEl.addEventListener("click", function () { select(n.path); });
-        if (n.path === selected) row.classList.add("selected");
-      }
+      // A click opens the drill-down (another node's actor is asked of that node).
+      nameEl.classList.add("link");
+      nameEl.title = "details of " + key;
+      nameEl.addEventListener("click", function () { select(key); });
+      if (key === selected) row.classList.add("selected");
       row.appendChild(nameEl);
       var cls = el("span", "cls", n.label || n.actor);
       cls.title = n.actor;
