@@ -235,7 +235,7 @@ class ActorTiming:
         while stack:
             cell = stack.pop()
             actor = cell.actor
-            if actor is not None and "receive" not in vars(actor):
+            if actor is not None:
                 self._hook(cell, actor, None)
                 if cell.behavior is not None and cell.behavior_stack is None:
                     cell.behavior = None  # bound again, to the wrapper, on the next message
@@ -269,7 +269,11 @@ class ActorTiming:
         times = self.times_of(type(actor))
         if behavior is None:
             if times is not None:
-                actor.receive = self._wrap(cell, type(actor).receive.__get__(actor), times)
+                own = vars(actor).get("receive")  # a receive the constructor assigned
+                if own is not None and getattr(own, "gactors_timed", False):
+                    return None  # wrapped already
+                fn = own if own is not None else type(actor).receive.__get__(actor)
+                actor.receive = self._wrap(cell, fn, times)
             return None
         return behavior if times is None else self._wrap(cell, behavior, times)
 
@@ -299,6 +303,7 @@ class ActorTiming:
                     times.ask.add(max(0.0, monotonic() - asked))
 
         timed.__wrapped__ = fn  # type: ignore[attr-defined]
+        timed.gactors_timed = True  # type: ignore[attr-defined]
         return timed
 
     # -- history (hub thread, every second) -----------------------------------------------------

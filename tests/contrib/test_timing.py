@@ -96,6 +96,26 @@ def test_actors_that_exist_before_are_timed_from_their_next_message() -> None:
         assert timing.classes["Fast"].processing.count == 1
 
 
+class OwnReceive(Actor):
+    """Assigns its receive in its constructor: that one is timed (and kept)."""
+
+    def __init__(self) -> None:
+        self.receive = self.answer  # type: ignore[method-assign]
+
+    def answer(self, message: Any) -> None:
+        self.sender.tell(("own", message))
+
+
+def test_a_receive_assigned_in_the_constructor_is_kept_and_timed() -> None:
+    with ActorSystem("own", config={"metrics": {"timed_actors": ["OwnReceive"]}}) as s:
+        ref = s.actor_of(Props(OwnReceive))
+        assert ref.ask(1) == ("own", 1)
+        timing = timing_for(s)
+        timing.time_classes(["OwnReceive"])  # again: not wrapped twice
+        assert ref.ask(2) == ("own", 2)
+        assert timing.classes["OwnReceive"].processing.count == 2
+
+
 def test_labels_are_bounded() -> None:
     classes = [type(f"K{i}", (Fast,), {}) for i in range(5)]
     with ActorSystem("bounded", config={"metrics": {"timed_actors": ["*"], "max_classes": 2}}) as s:
