@@ -83,6 +83,13 @@ def test_a_restarted_actor_and_a_become_stay_timed(timed: ActorSystem) -> None:
     times = timing_for(timed).classes["Switcher"]
     assert times.processing.count == 2
     assert times.processing.sum >= 0.02  # the behavior's sleep was measured
+    # A restart makes a new instance: its receive is timed too.
+    slow = timed.actor_of(Props(Slow))
+    slow.tell("not a number")  # gevent.sleep raises: restarted
+    assert slow.ask(0.0) == 0.0
+    cell: Any = slow._cell  # type: ignore[attr-defined]
+    assert cell.restarts == 1 and "receive" in vars(cell.actor)
+    assert timing_for(timed).classes["Slow"].processing.count == 2  # the failed one too
 
 
 def test_actors_that_exist_before_are_timed_from_their_next_message() -> None:
