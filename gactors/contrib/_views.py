@@ -25,7 +25,14 @@ from gactors._threads import get_ident
 if TYPE_CHECKING:
     from gactors._system import ActorSystem
 
-__all__ = ["REMINDERS_EVERY", "REMINDERS_SHOWN", "actor_view", "delivery_view", "reminders_view"]
+__all__ = [
+    "REMINDERS_EVERY",
+    "REMINDERS_SHOWN",
+    "actor_view",
+    "delivery_view",
+    "reminders_view",
+    "sum_class_events",
+]
 
 _log = logging.getLogger("gactors.dashboard")
 
@@ -155,3 +162,40 @@ def _reminders_of(
         if t["target"] in names:
             return list(t["names"])
     return []
+
+
+# -- the cluster ------------------------------------------------------------------------------
+def sum_class_events(views: list[dict[str, Any] | None]) -> dict[str, Any]:
+    """The nodes' restarts and dead letters per class and second (each node's
+    ``class_events``), added up second by second; ``omitted`` is the largest of theirs."""
+    per_class: dict[str, dict[str, dict[int, int]]] = {}
+    end = 0
+    omitted = 0
+    for v in views:
+        if not isinstance(v, dict):
+            continue  # a node of an older gactors: not counted here
+        end = max(end, v["end"])
+        omitted = max(omitted, v.get("omitted", 0))
+        for label, kinds in v["classes"].items():
+            target = per_class.setdefault(label, {"restarts": {}, "dead_letters": {}})
+            for kind, values in kinds.items():
+                start = v["end"] - len(values) + 1
+                acc = target.setdefault(kind, {})
+                for i, n in enumerate(values):
+                    acc[start + i] = acc.get(start + i, 0) + n
+    end = end or int(time.time())
+    first = min(
+        (min(acc) for kinds in per_class.values() for acc in kinds.values() if acc),
+        default=end + 1,
+    )
+    return {
+        "end": end,
+        "classes": {
+            label: {
+                kind: [acc.get(sec, 0) for sec in range(first, end + 1)]
+                for kind, acc in kinds.items()
+            }
+            for label, kinds in per_class.items()
+        },
+        "omitted": omitted,
+    }
