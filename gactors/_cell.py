@@ -246,6 +246,13 @@ class ActorCell(Children, DeathWatch, Dispatch, FaultHandling, ReceiveTimeoutTim
     def install_actor(self, instance: ActorSPI) -> None:
         self.actor = instance
         stack = self.behavior_stack  # non-empty only if the constructor called become()
+        hook = self.system.receive_hook
+        if hook is not None:
+            # Timing of chosen actor classes (gactors._timing): wraps this instance's
+            # receive (and what its constructor became). None for every other system.
+            hook(self, instance, None)
+            if stack:
+                stack[-1] = hook(self, instance, stack[-1])
         # None stands for instance.receive, bound on the first message: an idle actor
         # does not keep a bound method alive.
         self.behavior = stack[-1] if stack else None
@@ -270,6 +277,9 @@ class ActorCell(Children, DeathWatch, Dispatch, FaultHandling, ReceiveTimeoutTim
             stack = self.behavior_stack = [actor.receive] if actor is not None else []
         if discard_old and stack:
             stack.pop()
+        hook = self.system.receive_hook
+        if hook is not None and self.actor is not None:
+            behavior = hook(self, self.actor, behavior)  # timed like receive (gactors._timing)
         stack.append(behavior)
         self.behavior = behavior
 

@@ -97,6 +97,20 @@ class AskDeadlines:
         if deadline < self._fire_at:
             self._arm(deadline, now)
 
+    def timeout_of(self, promise: Expiring) -> float | None:
+        """The timeout ``promise`` was queued with, or None if it is not queued (its
+        ask started at ``promise.deadline - timeout``). Not for the hot path: it looks
+        through the queues (one per distinct timeout)."""
+        queue = promise.queue
+        if queue is None:
+            return None
+        if queue is self._last:
+            return self._last_timeout
+        for timeout, q in self._queues.items():
+            if q is queue:
+                return timeout
+        return None
+
     def discard(self, promise: Expiring) -> None:
         """``promise`` is done: it needs no timeout any more."""
         queue = promise.queue

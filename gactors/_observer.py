@@ -29,6 +29,7 @@ import heapq
 import logging
 import os
 import time
+import traceback
 from collections import deque
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
@@ -39,6 +40,7 @@ from gactors._messages import DeadLetter, HubBlocked
 from gactors._supervision import FailureHandled
 from gactors._text import safe_str
 from gactors._threads import get_ident
+from gactors._timing import ClassEvents, TimingExtension
 
 if TYPE_CHECKING:
     from gactors._cell import ActorCell
@@ -90,6 +92,9 @@ _BLOCKS_KEPT = 50
 _GROUPS_KEPT = 200
 _HISTORY_SECONDS = 60
 _STACK_CHARS = 4000
+_LAST_FAILURES_KEPT = 500
+_TRACKED_MAX = 20
+_TRACKED_FOR = 60.0
 
 _WORKER_LOOP_CODE = Dispatcher._run.__code__  # noqa: SLF001  identifies the worker loop's frames
 
@@ -176,6 +181,27 @@ def _cell_info(cell: ActorCell, path: str, parent: str | None) -> dict[str, Any]
     return info
 
 
+def _class_label(cell: ActorCell) -> str:
+    """The class label of a cell's actor (the one the timing uses: no ``<locals>``)."""
+    actor = cell.actor
+    cls = type(actor) if actor is not None else cell.props.factory
+    qualname = getattr(cls, "__qualname__", None) or type(cls).__qualname__
+    return qualname.rpartition(".<locals>.")[2]
+
+
+def _recipient_label(ref: Any) -> str:
+    """The class label of a dead letter's intended recipient: its actor's class for an
+    actor of this process, else the kind of ref in parentheses ("(RemoteActorRef)",
+    "(PromiseRef)" for a reply after its ask ended, "(none)")."""
+    if ref is None:
+        return "(none)"
+    cell = getattr(ref, "_cell", None)
+    if cell is None or not hasattr(cell, "props"):
+        kind = type(ref).__name__
+        return "(system.dead_letters)" if kind == "DeadLettersRef" else f"({kind})"
+    return _class_label(cell)
+
+
 def _bound(groups: dict[Any, dict[str, Any]]) -> None:
     """Keep at most _GROUPS_KEPT groups: drop the one seen last longest ago."""
     if len(groups) > _GROUPS_KEPT:
@@ -235,6 +261,13 @@ class SystemObserver:
         # Per-second history: [wall second, messages, restarts, dead letters] deltas.
         self.history: deque[tuple[int, int, int, int]] = deque(maxlen=HISTORY_SECONDS)
         self._sampled: tuple[int, int, int] | None = None
+        #: Restarts and dead letters per actor class, per second (the charts per class).
+        self.class_events = ClassEvents()
+        # The last failure of each actor (bounded), with its traceback: the drill-down.
+        self.last_failure: dict[str, dict[str, Any]] = {}
+        # Actors a page has drilled into: path -> [last asked (monotonic), deque of
+        # (wall second, mailbox depth)], sampled with the history while a page asks.
+        self.tracked: dict[str, tuple[list[float], deque[tuple[int, int]]]] = {}
         stream = system.event_stream
         stream.subscribe(self._on_dead_letter, DeadLetter)
         stream.subscribe(self._on_hub_blocked, HubBlocked)
@@ -253,6 +286,7 @@ class SystemObserver:
     # -- events (hub thread) ----------------------------------------------------------------
     def _on_dead_letter(self, event: DeadLetter) -> None:
         self.dead_letters += 1
+        self.class_events.count(_recipient_label(event.recipient), 1)
         sec = int(time.monotonic())
         buckets = self._dl_seconds
         if buckets and buckets[-1][0] == sec:
@@ -324,7 +358,23 @@ class SystemObserver:
         group["count"] += 1
         group["last"] = now
         group["message"] = message
+        last = self.last_failure.pop(path, None)
+        if last is None or now - last["time"] >= 1.0 or last["exception"] != exception:
+            # Formatted at most once a second per actor (an actor failing in a loop does
+            # not pay for it on each failure); the exception itself is not kept (its
+            # frames would hold whatever its locals held).
+            tb = "".join(traceback.format_exception(type(cause), cause, cause.__traceback__))
+            if len(tb) > _STACK_CHARS:
+                tb = "...\n" + tb[-_STACK_CHARS:]
+            last = {"time": now, "exception": exception, "traceback": tb}
+        last.update(time=now, directive=name, message=message, count=last.get("count", 0) + 1)
+        self.last_failure[path] = last  # re-inserted: the dict is oldest first
+        if len(self.last_failure) > _LAST_FAILURES_KEPT:
+            del self.last_failure[next(iter(self.last_failure))]
         if name == "restart":
+            cell = self.cell_at(path)
+            if cell is not None:
+                self.class_events.count(_class_label(cell), 0)
             restarted = self._restarted
             mono = time.monotonic()
             restarted[path] = mono
@@ -344,6 +394,44 @@ class SystemObserver:
         if before is not None:
             deltas = [max(0, a - b) for a, b in zip(now, before, strict=True)]
             self.history.append((second, deltas[0], deltas[1], deltas[2]))
+        self.class_events.sample(second)
+        if self.tracked:
+            self._sample_tracked(second)
+
+    def track(self, path: str) -> list[tuple[int, int]]:
+        """Start (or keep) sampling the mailbox depth of the actor at ``path`` every
+        second, for :data:`_TRACKED_FOR` seconds after the last call; returns what was
+        sampled so far, ``(wall second, depth)`` oldest first. At most
+        :data:`_TRACKED_MAX` actors are tracked (the one asked for longest ago goes)."""
+        entry = self.tracked.get(path)
+        mono = time.monotonic()
+        if entry is None:
+            if len(self.tracked) >= _TRACKED_MAX:
+                oldest = min(self.tracked, key=lambda p: self.tracked[p][0][0])
+                del self.tracked[oldest]
+            entry = self.tracked[path] = ([mono], deque(maxlen=HISTORY_SECONDS))
+        entry[0][0] = mono
+        return list(entry[1])
+
+    def _sample_tracked(self, second: int) -> None:
+        mono = time.monotonic()
+        for path in list(self.tracked):
+            asked, samples = self.tracked[path]
+            cell = self.cell_at(path)
+            if cell is None or mono - asked[0] > _TRACKED_FOR:
+                del self.tracked[path]
+                continue
+            samples.append((second, len(cell.mailbox)))
+
+    def cell_at(self, path: str) -> ActorCell | None:
+        """The cell at the local ``path`` (``/user/a/b``), or None (hub thread)."""
+        cell = self.system.root_cell
+        for name in (n for n in path.split("/") if n):
+            child = cell.child_cells.get(name)
+            if child is None:
+                return None
+            cell = child
+        return cell
 
     def history_view(self, seconds: int = HISTORY_SECONDS) -> dict[str, Any]:
         """The per-second history, oldest first: ``{"end": wall second of the last
@@ -377,7 +465,20 @@ class SystemObserver:
             "blocks": self.grouped_blocks(),
             "hot": {"mailbox": totals["deepest_mailboxes"], "restarts": totals["most_restarts"]},
             "history": self.history_view(),
+            "classes": self.class_history(),
+            "class_events": self.class_events.view(),
         }
+
+    def class_history(self) -> dict[str, Any] | None:
+        """Per timed actor class (:mod:`gactors._timing`), per second: messages and
+        processing-time percentiles (ms); None when no class is timed."""
+        system = self.system
+        if not system.has_extension(TimingExtension):
+            return None
+        timing = system.extension(TimingExtension)
+        if not timing.enabled:
+            return None
+        return timing.chart_view()
 
     def grouped_failures(self, n: int = 20) -> list[dict[str, Any]]:
         """Failures grouped by (actor, exception, directive), the latest first."""

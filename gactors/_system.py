@@ -207,6 +207,13 @@ class ActorSystem:
     manager to terminate it (and wait) on leaving the block.
     """
 
+    receive_hook: Callable[[Any, Any, Any], Any] | None = None
+    """Internal: called by a cell with (cell, actor, None) when an actor is installed
+    and with (cell, actor, behavior) on become (returning the behavior to use). None
+    (this class attribute) unless actor classes are timed (:mod:`gactors._timing` sets
+    it on the instance): actors pay nothing for it, and the instance's attributes stay
+    as they were."""
+
     # -- internal API ----------------------------------------------------------------------
     # Besides the public API (docs/api/system.md), the system has an internal API for
     # gactors' own modules: the cells and refs, the dispatcher, the scheduler, the

@@ -185,6 +185,7 @@ BUILTIN_EXTENSIONS: dict[str, str] = {
     "persistence": "gactors.persistence._extension:PersistenceExtension",
     "reminders": "gactors.reminders._extension:RemindersExtension",
     "tracing": "gactors.contrib.otel:TracingExtension",
+    "metrics": "gactors._timing:TimingExtension",
 }
 """Built-in extensions that own a settings table: settings key -> ``"module:Name"`` of
 the :class:`~gactors.ExtensionId` subclass, imported when a system's settings have that

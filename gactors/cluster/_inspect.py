@@ -36,6 +36,8 @@ if TYPE_CHECKING:
 __all__ = [
     "INSPECTOR",
     "MAX_ROWS",
+    "InspectActor",
+    "InspectActorReply",
     "InspectReply",
     "InspectRequest",
     "Inspector",
@@ -71,6 +73,24 @@ class InspectRequest:
     limit: int = 100
     auto: bool = False
     closed: tuple[str, ...] = ()
+
+
+@register_message(tag="gactors.cluster.inspect.ActorRequest")
+@dataclass(frozen=True, slots=True)
+class InspectActor:
+    """Asks a node's inspector for one actor in detail (the dashboard's drill-down):
+    answered with :class:`InspectActorReply`."""
+
+    path: str
+
+
+@register_message(tag="gactors.cluster.inspect.ActorReply")
+@dataclass(frozen=True, slots=True)
+class InspectActorReply:
+    """One actor of the node (:func:`gactors._drilldown.actor_in_hub`), or None when
+    the node has no actor at that path."""
+
+    view: dict[str, Any] | None
 
 
 @register_message(tag="gactors.cluster.inspect.Reply")
@@ -151,6 +171,9 @@ class Inspector(Actor):
     """Answers :class:`InspectRequest` with :class:`InspectReply` (read-only)."""
 
     def receive(self, message: Any) -> None:
+        if type(message) is InspectActor:
+            self._actor(message)
+            return
         if type(message) is not InspectRequest:
             self.unhandled(message)
             return
@@ -179,6 +202,20 @@ class Inspector(Actor):
                     _log.warning("inspector cannot send its tree: %s", e)
                     return
                 rows //= 4
+
+    def _actor(self, message: InspectActor) -> None:
+        sender: ActorRef | None = self.context.sender
+        path = message.path
+        if sender is None or not isinstance(path, str) or not path.startswith("/"):
+            return
+        from gactors._drilldown import actor_in_hub
+        from gactors._observer import observer_for
+
+        view = actor_in_hub(observer_for(self.context.system), path)
+        try:
+            sender.tell(InspectActorReply(view), self.ref)
+        except SerializationError as e:
+            _log.warning("inspector cannot send the details of %s: %s", path, e)
 
 
 def start_inspector(system: ActorSystem) -> ActorRef:

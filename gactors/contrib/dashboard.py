@@ -21,7 +21,9 @@ Routes (``GET`` and ``HEAD`` only; anything else is 404 or 405):
   ``dashboard_static`` files: there is no file serving at all);
 * ``/api/state`` — the whole state as JSON (see ``docs/dashboard.md``); repeat
   ``open=/user/x`` to include the children of those nodes, ``limit`` children each;
-* ``/api/tree?path=/user/x`` — one actor and its first ``limit`` children.
+* ``/api/tree?path=/user/x`` — one actor and its first ``limit`` children;
+* ``/api/actor?path=/user/x`` — one actor in detail (the drill-down: mailbox depth over
+  time, last failure with its traceback, children, watchers, persistence, reminders).
 
 With ``token`` set, every request must carry it, as ``Authorization: Bearer <token>``
 or ``?token=<token>``; others get 401. ``system=None`` means the worker system of the
@@ -50,6 +52,7 @@ from gactors._extension import ExtensionId
 from gactors._observer import AUTO_EXPAND, SystemObserver, observer_for
 from gactors.contrib import worker_system
 from gactors.contrib._members import cluster_members
+from gactors.contrib._views import actor_view, delivery_view, reminders_view, sum_class_events
 from gactors.exceptions import IllegalStateError
 
 if TYPE_CHECKING:
@@ -366,6 +369,38 @@ def _cluster_state(
     }
 
 
+def _remote_actor(system: ActorSystem, full_path: str) -> dict[str, Any] | None:
+    """Another node's actor in detail (``gactors://shop@node-b/user/x``), asked of that
+    node's inspector (:class:`~gactors.cluster._inspect.InspectActor`); None if it has
+    no such actor. Its reminders are that node's business: not included (None)."""
+    if cluster_members(system) is None:
+        raise _HTTPError("404 Not Found", f"not a cluster node: no actor at {full_path}")
+    i = full_path.find("/", full_path.find("://") + 3)
+    if i < 0:
+        raise _HTTPError("400 Bad Request", f"no actor path in {full_path!r}")
+    address, local = full_path[:i], full_path[i:]
+    from gactors.cluster._inspect import (
+        INSPECTOR,
+        InspectActor,
+    )
+
+    try:
+        reply = system.actor_selection(address + INSPECTOR).ask(
+            InspectActor(local), timeout=CLUSTER_ASK_TIMEOUT
+        )
+    except TimeoutError:
+        raise _HTTPError(
+            "504 Gateway Timeout",
+            f"{address} did not answer within {CLUSTER_ASK_TIMEOUT:g} s",
+        ) from None
+    view = getattr(reply, "view", None)
+    if not isinstance(view, dict):
+        return None
+    view["node_address"] = address
+    view["reminders"] = None
+    return view
+
+
 def _by_node(paths: Iterable[str]) -> dict[str, set[str]]:
     """``gactors://shop@node-b/user/x`` paths, by node address: ``{address: {"/user/x"}}``."""
     out: dict[str, set[str]] = {}
@@ -395,6 +430,7 @@ def _cluster_figures(nodes: list[dict[str, Any]]) -> dict[str, Any]:
     hot_mailbox: list[dict[str, Any]] = []
     hot_restarts: list[dict[str, Any]] = []
     series: dict[str, dict[int, int]] = {"messages": {}, "restarts": {}, "dead_letters": {}}
+    views: list[dict[str, Any] | None] = []
     for n in nodes:
         totals = n.get("totals")
         act = totals.get("activity") if isinstance(totals, dict) else None
@@ -419,6 +455,7 @@ def _cluster_figures(nodes: list[dict[str, Any]]) -> dict[str, Any]:
         blocks += [{**b, "node": n["address"]} for b in act["blocks"]]
         hot_mailbox += [{**h, "node": n["address"]} for h in act["hot"]["mailbox"]]
         hot_restarts += [{**h, "node": n["address"]} for h in act["hot"]["restarts"]]
+        views.append(act.get("class_events"))
         history = act["history"]
         for name, per_second in series.items():
             values = history[name]
@@ -446,6 +483,7 @@ def _cluster_figures(nodes: list[dict[str, Any]]) -> dict[str, Any]:
         "blocks": blocks[:10],
         "hot": {"mailbox": hot_mailbox[:10], "restarts": hot_restarts[:10]},
         "history": history_sum,
+        "class_events": sum_class_events(views),
     }
 
 
@@ -599,6 +637,24 @@ class DashboardApp:
                     auto=auto,
                 )
             )
+        if path == "/api/actor":
+            where = query.get("path", [""])[0]
+            obs = self._observer()
+            own = str(obs.system.address) + "/"
+            if where.startswith(own):
+                where = where[len(own) - 1 :]
+            if where.startswith("gactors://"):
+                view = _remote_actor(obs.system, where)
+            elif where.startswith("/"):
+                view = actor_view(obs, where)
+            else:
+                raise _HTTPError(
+                    "400 Bad Request",
+                    f"path must start with '/' (or be another node's gactors://...): {where!r}",
+                )
+            if view is None:
+                raise _HTTPError("404 Not Found", f"no actor at {where}")
+            return self._json(view)
         if path == "/api/tree":
             where = query.get("path", ["/"])[0]
             if not where.startswith("/"):
@@ -680,6 +736,10 @@ class DashboardApp:
             "limit": limit,
             "auto_expand": AUTO_EXPAND,
             "notice": self.notice,
+            "classes": activity["classes"],
+            "class_events": activity["class_events"],
+            "delivery": delivery_view(obs),
+            "reminders": reminders_view(obs.system),
             "cluster": cluster,
         }
 

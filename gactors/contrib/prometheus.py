@@ -33,6 +33,15 @@ name                                      type     multiprocess      what
                                                                      unknown, drained (SPEC 17
                                                                      "Precisely"; cluster nodes
                                                                      only)
+``gactors_message_processing_seconds``    histo-   summed            one receive of an actor of a
+``{actor_class}``                         gram                       timed class (the setting
+                                                                     ``metrics.timed_actors``;
+                                                                     absent while none is timed)
+``gactors_ask_seconds{actor_class}``      histo-   summed            an ask to such an actor, to
+                                          gram                       the end of the receive that
+                                                                     answered it
+``gactors_mailbox_wait_seconds``          histo-   summed            an asked message's wait in
+``{actor_class}``                         gram                       the mailbox of such an actor
 ``gactors_persistence_events_persisted``  counter  summed            events the stores
 ``_total``                                                           confirmed (a durable state
                                                                      write is one)
@@ -53,6 +62,13 @@ name                                      type     multiprocess      what
                                           gram                       (the three absent unless a
                                                                      system uses gactors.reminders)
 ========================================  =======  ================  ===========================
+
+The three per-class histograms are measured by :mod:`gactors._timing` (actor classes
+are timed only when named in ``metrics.timed_actors``, e.g. ``ActorSystem(config=
+{"metrics": {"timed_actors": ["Cart", "shop.actors.Order"]}})``, ``"*"`` for all; at
+most ``metrics.max_classes`` labels, the rest is ``actor_class="other"``): a timed
+message costs a bucket increment, and the histograms are brought up to date at each
+refresh, so prometheus_client is not called per message.
 
 The persistence metrics are counted by :mod:`gactors.persistence` itself, through
 ``Persistence.listeners``: an actor that does not persist pays nothing for them.
@@ -99,6 +115,7 @@ except ImportError as _e:  # pragma: no cover - depends on the installation
     ) from _e
 
 from gactors._observer import observer_for
+from gactors._timing import BOUNDS, TimingExtension, timing_for
 from gactors.contrib import worker_system
 from gactors.contrib._members import cluster_members
 
@@ -223,6 +240,38 @@ class _Family:
         self.members: Gauge | None = None
         self.cluster_messages: Counter | None = None
         self.reminders: tuple[Counter, Counter, Histogram] | None = None
+        self.timing: tuple[Histogram, Histogram, Histogram] | None = None
+
+    def timing_histograms(self) -> tuple[Histogram, Histogram, Histogram]:
+        """Processing time, ask latency and mailbox wait per actor class, registered on
+        first use (only a system that times some class has them)."""
+        with _families_lock:
+            if self.timing is None:
+                labels = ["system", "actor_class"]
+                self.timing = (
+                    Histogram(
+                        "gactors_message_processing_seconds",
+                        "Time one receive of an actor of a timed class took",
+                        labels,
+                        registry=self._registry,
+                        buckets=BOUNDS,
+                    ),
+                    Histogram(
+                        "gactors_ask_seconds",
+                        "From an ask to the end of the receive of a timed actor that answered it",
+                        labels,
+                        registry=self._registry,
+                        buckets=BOUNDS,
+                    ),
+                    Histogram(
+                        "gactors_mailbox_wait_seconds",
+                        "Time an asked message waited in the mailbox of a timed actor",
+                        labels,
+                        registry=self._registry,
+                        buckets=BOUNDS,
+                    ),
+                )
+            return self.timing
 
     def cluster_messages_counter(self) -> Counter:
         """``gactors_cluster_messages_total``, registered on first use."""
@@ -375,6 +424,12 @@ class ActorSystemMetrics:
             self._persistence_of = persistence_of(self.system)
             self._persistence_of.listeners.append(self._on_persistence)
         self._reminders_seen = (0, 0)
+        # What the timing's buckets held at the last refresh: (label, kind) -> counts, sum.
+        self._timing_seen: dict[tuple[str, int], tuple[list[int], float]] = {}
+        if self.system.has_extension(TimingExtension) and timing_for(self.system).enabled:
+            # Registered now, not inside the first scrape (that scrape's list of
+            # collectors is already made): the families are there from the start.
+            family.timing_histograms()
         obs.listeners.append(self._on_event)
         family.live.add(self)
         self.refresh()
@@ -442,6 +497,34 @@ class ActorSystemMetrics:
                         counter.labels(name, outcome).inc(value - seen.get(outcome, 0))
                         seen[outcome] = value
         self._refresh_reminders()
+        self._refresh_timing()
+
+    def _refresh_timing(self) -> None:
+        # The timing's own buckets (gactors._timing, same bounds) added to the
+        # histograms as deltas: bucket by bucket through the children's value objects
+        # (what Histogram.observe increments), so no observe() runs per message and the
+        # multiprocess files get the same numbers.
+        system = self.system
+        if not system.has_extension(TimingExtension):
+            return
+        timing = system.extension(TimingExtension)
+        if not timing.classes:
+            return
+        hists = self._family.timing_histograms()
+        seen = self._timing_seen
+        for label, times in list(timing.classes.items()):
+            for kind, histo in enumerate((times.processing, times.ask, times.wait)):
+                counts, total = list(histo.counts), histo.sum
+                before, before_sum = seen.get((label, kind), (None, 0.0))
+                child = hists[kind].labels(system.name, label)
+                seen[(label, kind)] = (counts, total)
+                if before is None:
+                    deltas = counts
+                else:
+                    deltas = [a - b for a, b in zip(counts, before, strict=True)]
+                if not any(deltas):
+                    continue
+                _add_buckets(child, deltas, total - before_sum)
 
     def _refresh_reminders(self) -> None:
         # Only a system that uses reminders has them (and only then is the module
@@ -496,6 +579,25 @@ class ActorSystemMetrics:
                 gauge.remove(*labels)
             except KeyError:
                 pass
+
+
+def _add_buckets(child: Any, deltas: list[int], seconds: float) -> None:
+    """Add bucket counts (not cumulative, the last one above every bound) and their sum
+    to a histogram child."""
+    buckets = getattr(child, "_buckets", None)
+    value_sum = getattr(child, "_sum", None)
+    if buckets is not None and value_sum is not None and len(buckets) == len(deltas):
+        for bucket, n in zip(buckets, deltas, strict=True):
+            if n:
+                bucket.inc(n)
+        value_sum.inc(seconds)
+        return
+    # A prometheus_client whose histogram children are shaped otherwise: observe each
+    # value at its bucket's upper bound (counts exact, the sum an upper estimate).
+    _log.debug("prometheus_client histograms have no _buckets: observing one by one")
+    for i, n in enumerate(deltas):  # pragma: no cover - depends on prometheus_client
+        for _ in range(n):
+            child.observe(BOUNDS[i] if i < len(BOUNDS) else BOUNDS[-1] * 2)
 
 
 def metrics_app(registry: CollectorRegistry | None = None) -> Callable[..., Iterable[bytes]]:

@@ -153,6 +153,40 @@ class Reminders:
             return list(self._store.names(self._keys(t), f"{t.entity_id}\x00"))
         return list(self._store.names(t.path))
 
+    def upcoming(self, limit: int = 200) -> list[dict[str, Any]]:
+        """The reminders this node fires, the earliest first, at most ``limit``: on a
+        cluster those of the shards it owns now and of the singletons running on it,
+        else all of the SQLite store. Each is ``{"target": "cart/42" | "singleton x" |
+        "/user/a", "name", "due": epoch seconds}`` (read-only; one round trip or query;
+        what the dashboard shows)."""
+        if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
+            raise ValueError(f"limit must be an int >= 1, not {limit!r}")
+        far = 2**62  # every reminder is due before it: the first ``limit`` of each key
+        out: list[dict[str, Any]] = []
+        if not self.clustered:
+            for path, name, due, _record in self._store.due(far, limit):
+                out.append({"target": path, "name": name, "due": due / 1000.0})
+            return out
+        from gactors.cluster._singleton import local_singletons
+
+        store = self._store
+        where: list[tuple[str, str]] = []  # (zset key, what the target is called)
+        for type_name, (_n, mine) in self._shards().items():
+            for s in mine:
+                where.append((store.shard_keys(type_name, s)[0], type_name + "/"))
+        for single in local_singletons(self.system):
+            if single["running"]:
+                t = Target("singleton", name=single["name"])
+                where.append((store.keys(t, None)[0], f"singleton {single['name']}"))
+        replies = store.due([k for k, _ in where], far, limit)
+        for (_key, label), items in zip(where, replies, strict=True):
+            for member, due in items:
+                entity_id, _, name = member.partition("\x00")
+                target_name = label + entity_id if label.endswith("/") else label
+                out.append({"target": target_name, "name": name, "due": due / 1000.0})
+        out.sort(key=lambda r: r["due"])
+        return out[:limit]
+
     def _check_mode(self, t: Target) -> None:
         if self.clustered and t.kind == "path":
             raise ValueError(

@@ -404,6 +404,16 @@ def test_a_real_cluster_in_chromium(browser: Any, request: pytest.FixtureRequest
         assert [n["restarts"] for n in per_node] == [3, 5]
         assert state["cluster"]["totals"]["actors"] == sum(n["actors"] for n in per_node)
         assert state["cluster"]["totals"]["restarts"] == 8
+        # The drill-down of B's actor, asked of B's inspector: its last failure with
+        # the traceback recorded on B.
+        node_b.locator('li[data-path="/user/billing"] > .row .name').click()
+        expect(page.locator("#d-path")).to_have_text(f"{b_node} /user/billing")
+        expect(page.locator("#d-summary")).to_contain_text("restarts 5")
+        expect(page.locator("#d-failure summary")).to_contain_text("\u00d75")
+        expect(page.locator("#d-failure pre")).to_contain_text("Traceback (most recent call last)")
+        expect(page.locator("#d-reminders")).to_contain_text("another node")
+        page.click("#d-close")
+        expect(page.locator("#drill")).to_be_hidden()
         _screenshot_cluster(page, a, node_b)
     finally:
         server.stop(timeout=1)

@@ -229,3 +229,31 @@ def test_the_cluster_figures_are_the_sums_of_the_nodes() -> None:
     assert got["history"] == {
         "end": 101, "messages": [1, 2, 13, 20], "restarts": [0] * 4, "dead_letters": [0] * 4
     }  # fmt: skip
+
+
+def test_restarts_and_dead_letters_per_class_are_summed_over_the_nodes() -> None:
+    def node(address: str, end: int, kid: list[int], dl: list[int]) -> Any:
+        events = {"end": end, "omitted": 0, "classes": {
+            "Kid": {"restarts": kid, "dead_letters": [0] * len(kid)},
+            "Cart": {"restarts": [0] * len(dl), "dead_letters": dl},
+        }}  # fmt: skip
+        activity = {
+            "messages_per_second": 0.0, "dead_letters_per_second": 0.0, "hub_blocked": 0,
+            "failures": [], "blocks": [], "hot": {"mailbox": [], "restarts": []},
+            "history": {"end": end, "messages": [], "restarts": [], "dead_letters": []},
+            "class_events": events,
+        }  # fmt: skip
+        totals = {"actors": 1, "mailbox": 0, "max_mailbox": 0, "restarts": 0,
+                  "truncated": False, "activity": activity}  # fmt: skip
+        return {"address": address, "totals": totals}
+
+    got = _cluster_figures(
+        [
+            node("gactors://s@a", 100, [1, 0, 2], [0, 5, 0]),
+            node("gactors://s@b", 101, [3, 4], [1, 1]),
+        ]
+    )["class_events"]
+    # Seconds 98..101: a's end at 100, b's at 101.
+    assert got["end"] == 101
+    assert got["classes"]["Kid"]["restarts"] == [1, 0, 5, 4]
+    assert got["classes"]["Cart"]["dead_letters"] == [0, 5, 1, 1]

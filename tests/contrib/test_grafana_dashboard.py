@@ -18,11 +18,16 @@ pytest.importorskip("prometheus_client")
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from gactors import ActorSystem
+from gactors import Actor, ActorSystem, Props
 from gactors.contrib.prometheus import ActorSystemMetrics
 
 DASHBOARD = Path(__file__).resolve().parents[2] / "docs" / "grafana" / "gactors.json"
 _METRIC = re.compile(r"\bgactors_[a-z_]+\b")
+
+
+class _Echo(Actor):
+    def receive(self, message: Any) -> None:
+        self.sender.tell(message)
 
 
 def exported_names(monkeypatch: pytest.MonkeyPatch) -> set[str]:
@@ -34,8 +39,10 @@ def exported_names(monkeypatch: pytest.MonkeyPatch) -> set[str]:
         lambda s: [{"address": "gactors://grafana@a", "status": "up", "roles": []}],
     )
     registry = CollectorRegistry()
-    with ActorSystem("grafana") as system:
+    # Every actor class timed, and one ask answered: the per-class histograms too.
+    with ActorSystem("grafana", config={"metrics": {"timed_actors": ["*"]}}) as system:
         ActorSystemMetrics(system, registry=registry, interval=None)
+        assert system.actor_of(Props(_Echo)).ask("hi") == "hi"
         text = generate_latest(registry).decode()
     return {s.name for f in text_string_to_metric_families(text) for s in f.samples}
 
@@ -55,7 +62,13 @@ def queries(dashboard: dict[str, Any]) -> list[tuple[str, str]]:
 def test_the_dashboard_queries_only_exported_metrics(monkeypatch: pytest.MonkeyPatch) -> None:
     dashboard = json.loads(DASHBOARD.read_text())
     exported = exported_names(monkeypatch)
-    assert {"gactors_messages_processed_total", "gactors_cluster_members"} <= exported
+    assert {
+        "gactors_messages_processed_total",
+        "gactors_cluster_members",
+        "gactors_message_processing_seconds_bucket",
+        "gactors_ask_seconds_bucket",
+        "gactors_mailbox_wait_seconds_bucket",
+    } <= exported
     found = queries(dashboard)
     assert len(found) >= len(dashboard["panels"])
     used: set[str] = set()

@@ -16,6 +16,8 @@
     (saved.open || []).forEach(function (p) { open.add(p); });
     (saved.closed || []).forEach(function (p) { closed.add(p); });
   } catch (e) { /* a corrupt entry only loses the expansion state */ }
+  var selected = null;    // the actor drilled into (a path of this node), or null
+  try { selected = sessionStorage.getItem(storeKey + ":selected"); } catch (e) { /* private mode */ }
   var limit = 100;
   var prev = {};         // node prefix -> path -> {mailbox, restarts} of the previous poll
   var flash = {};        // node prefix + path -> time until which a restart stays highlighted
@@ -54,6 +56,9 @@
       })
       .then(function (state) {
         render(state);
+        return pollActor(headers).then(function () { return state; });
+      })
+      .then(function (state) {
         var s = $("status");
         s.className = "status live";
         s.textContent = "live · " + clock(state.time);
@@ -64,6 +69,30 @@
         s.textContent = "not updating: " + err.message;
       })
       .then(schedule);
+  }
+  // The drill-down: api/actor for the selected actor, at every poll.
+  function pollActor(headers) {
+    if (!selected) { $("drill").hidden = true; return Promise.resolve(); }
+    return fetch("api/actor?path=" + encodeURIComponent(selected), { headers: headers, cache: "no-store" })
+      .then(function (r) {
+        if (r.status === 404) { renderDrillGone(selected); return null; }
+        if (!r.ok) {
+          return r.json().catch(function () { return {}; }).then(function (body) {
+            $("d-summary").textContent = "not available: " + (body.error || r.status);
+            return null;
+          });
+        }
+        return r.json();
+      })
+      .then(function (view) { if (view) renderDrill(view); });
+  }
+  function select(path) {
+    selected = path;
+    try {
+      if (path) sessionStorage.setItem(storeKey + ":selected", path);
+      else sessionStorage.removeItem(storeKey + ":selected");
+    } catch (e) { /* private mode */ }
+    refreshNow();
   }
   function schedule() {
     clearTimeout(timer);
@@ -127,6 +156,9 @@
     renderBlocks(c ? c.blocks : state.hub_blocked.groups, !!c);
     renderHot(c ? c.hot : state.hot, !!c);
     renderCharts(c ? c.history : state.history, c);
+    renderClasses(state.classes, c ? c.class_events : state.class_events, !!c);
+    renderDelivery(state.delivery || []);
+    renderReminders(state.reminders);
     renderCluster(c);
   }
 
@@ -186,6 +218,182 @@
     });
   }
 
+  // Per timed actor class (the local node's): messages/s and processing-time
+  // percentiles, one line per class (the classes with the most messages).
+  function renderClasses(timed, events, cluster) {
+    $("classes-hint").hidden = !!timed;
+    [["messages", timed], ["p50", timed], ["p99", timed],
+     ["restarts", events], ["dead_letters", events]].forEach(function (pair) {
+      var key = pair[0], classes = pair[1];
+      var box = $("chart-class-" + key);
+      box.hidden = !classes;
+      if (!classes) return;
+      var svg = box.querySelector("svg");
+      var names = Object.keys(classes.classes).filter(function (k) {
+        // A class with restarts only is not drawn among the dead letters, and back.
+        return key !== "restarts" && key !== "dead_letters" ||
+          classes.classes[k][key].some(function (v) { return v > 0; });
+      });
+      var peak = 0;
+      names.forEach(function (k) {
+        classes.classes[k][key].forEach(function (v) { if (v !== null && v > peak) peak = v; });
+      });
+      var scale = peak > 0 ? peak : 1;
+      var polys = names.map(function (k, i) {
+        var values = classes.classes[k][key].slice(-WINDOW);
+        var offset = WINDOW - values.length;
+        var pts = [];
+        values.forEach(function (v, j) {
+          if (v !== null) pts.push((offset + j) + "," + (58 - v / scale * 54).toFixed(1));
+        });
+        var pl = document.createElementNS(SVG, "polyline");
+        pl.setAttribute("class", "cl-" + (i % 6));
+        pl.setAttribute("points", pts.join(" "));
+        pl.dataset.cls = k;
+        return pl;
+      });
+      svg.replaceChildren.apply(svg, polys);
+      var legend = box.querySelector(".class-legend");
+      legend.replaceChildren.apply(legend, names.map(function (k, i) {
+        var vals = classes.classes[k][key].filter(function (v) { return v !== null; });
+        var last = vals.length ? vals[vals.length - 1] : null;
+        var counted = key !== "p50" && key !== "p99";
+        return el("span", "cl-" + (i % 6), k + (last === null ? "" : " " + (counted ? fmt(last) : last.toFixed(3))));
+      }));
+      box.dataset.peak = String(peak);
+      box.dataset.classes = names.join(",");
+      box.querySelector(".chart-note").textContent = (names.length ? "" : "none in the last 10 min · ") +
+        "peak " + (key === "p50" || key === "p99" ? peak.toFixed(3) : fmt(peak)) +
+        (cluster ? (key === "restarts" || key === "dead_letters" ? " · all nodes" : " · this node") : "") + (classes.omitted ? " · " + classes.omitted + " more classes not drawn" : "");
+    });
+  }
+
+  function renderDrillGone(path) {
+    $("drill").hidden = false;
+    $("d-path").textContent = path;
+    $("d-summary").textContent = "no actor at this path any more (stopped)";
+  }
+
+  function list(id, items, empty) {
+    var box = $(id);
+    var lis = items.map(function (t) { return typeof t === "string" ? el("li", "name", t) : t; });
+    if (!lis.length) lis = [el("li", "empty", empty)];
+    box.replaceChildren.apply(box, lis);
+  }
+
+  function renderDrill(v) {
+    var n = v.node;
+    $("drill").hidden = false;
+    $("d-path").textContent = (v.node_address ? shortNode(v.node_address) + " " : "") + n.path;
+    $("d-summary").textContent = (n.label || n.actor) + " · " + n.state + " · mailbox " + fmt(n.mailbox) +
+      " · restarts " + fmt(n.restarts) + (v.entity ? " · entity " + v.entity[0] + "/" + v.entity[1] : "");
+    var depth = v.mailbox_history.depth;
+    var peak = Math.max.apply(null, depth.concat([0]));
+    var scale = Math.max(peak, 1);
+    var offset = WINDOW - depth.length;
+    $("d-mailbox").querySelector("polyline").setAttribute("points", depth.map(function (d, i) {
+      return (offset + i) + "," + (38 - d / scale * 34).toFixed(1);
+    }).join(" "));
+    $("d-mailbox").dataset.samples = String(depth.length);
+    $("d-mailbox-note").textContent = "(now " + fmt(depth[depth.length - 1]) + ", peak " + fmt(peak) + ", " +
+      depth.length + " s sampled since opened)";
+    var f = v.last_failure;
+    var box = $("d-failure");
+    if (!f) {
+      box.replaceChildren(el("p", "empty", "none since the dashboard started watching"));
+    } else {
+      var d = el("details");
+      d.appendChild(el("summary", "", clock(f.time) + " " + f.exception + ": " + f.message + " → " + f.directive +
+        " (×" + fmt(f.count) + ")"));
+      d.appendChild(el("pre", "traceback", f.traceback));
+      d.open = true;
+      box.replaceChildren(d);
+    }
+    list("d-children", v.children.map(function (c) {
+      var li = el("li");
+      var a = el("span", "name link", c.name);
+      a.addEventListener("click", function () { select(c.path); });
+      li.appendChild(a);
+      li.appendChild(el("span", "num", " " + c.state + " · mailbox " + c.mailbox + " · restarts " + c.restarts));
+      return li;
+    }).concat(v.more_children > 0 ? [el("li", "empty", "+" + fmt(v.more_children) + " more")] : []), "none");
+    list("d-watchers", v.watchers, "none");
+    list("d-watching", v.watching, "none");
+    var ps = n.persistence;
+    var pbox = $("d-persistence");
+    if (ps) {
+      var kv = el("div", "kv");
+      kv.appendChild(el("h3", "", "Persistence"));
+      [["persistence id", ps.id === null ? "(starting)" : ps.id],
+       [ps.sequence_nr !== undefined ? "last sequence number" : "revision",
+        ps.sequence_nr !== undefined ? ps.sequence_nr : ps.revision],
+       ["fencing token", ps.fencing_token !== undefined && ps.fencing_token !== null ? ps.fencing_token : "none (no lease)"]
+      ].forEach(function (p) {
+        var row = el("div", "persist-field");
+        row.appendChild(el("b", "", p[0] + ": "));
+        row.appendChild(el("span", "name", p[1]));
+        kv.appendChild(row);
+      });
+      pbox.replaceChildren(kv);
+    } else {
+      pbox.replaceChildren();
+    }
+    if (v.node_address) {
+      list("d-reminders", [el("li", "empty", "(another node's: see its own dashboard)")], "");
+    } else if (v.reminders === null) {
+      list("d-reminders", [el("li", "empty", "(reminders are not used by this system)")], "");
+    } else {
+      list("d-reminders", v.reminders.map(function (r) {
+        return el("li", "", r.name + " · next due " + clock(r.due));
+      }), "none");
+    }
+    var dl = $("d-delivery");
+    if (v.delivery) {
+      var p = v.delivery;
+      dl.replaceChildren(el("h3", "", "Reliable delivery"),
+        el("div", "num", "producer " + p.producer_id + " → " + p.type_name + " · " + fmt(p.unconfirmed) +
+          " unconfirmed to " + fmt(p.entities_pending) + " entities · window " + p.window));
+    } else {
+      dl.replaceChildren();
+    }
+  }
+
+  function renderDelivery(producers) {
+    $("delivery").hidden = !producers.length;
+    var body = $("producers").tBodies[0];
+    body.replaceChildren.apply(body, producers.map(function (p) {
+      var tr = el("tr");
+      tr.dataset.producer = p.producer_id;
+      tr.appendChild(el("td", "path", p.producer_id + (p.durable ? " (durable)" : "")));
+      tr.appendChild(el("td", "", p.type_name));
+      tr.appendChild(el("td", "num unconfirmed", fmt(p.unconfirmed) + (p.waiting ? " + " + fmt(p.waiting) + " waiting" : "")));
+      tr.appendChild(el("td", "num", p.top.map(function (e) { return e.entity_id + " " + e.unconfirmed; }).join(", ") ||
+        "none"));
+      tr.appendChild(el("td", "num", fmt(p.sent) + " / " + fmt(p.resent)));
+      return tr;
+    }));
+  }
+
+  function renderReminders(r) {
+    $("reminders").hidden = !r;
+    if (!r) return;
+    $("reminders-note").textContent = "(fired by this node" + (r.as_of ? ", read " + clock(r.as_of) : ", reading…") +
+      (r.count >= r.limit ? "; the first " + r.limit + " by due time" : "") + (r.error ? "; store error: " + r.error : "") + ")";
+    var body = $("reminder-targets").tBodies[0];
+    body.replaceChildren.apply(body, r.targets.map(function (t) {
+      var tr = el("tr");
+      tr.dataset.target = t.target;
+      tr.appendChild(el("td", "path", t.target));
+      var secs = Math.round(t.next_due - Date.now() / 1000);
+      tr.appendChild(el("td", "num next-due", clock(t.next_due) + (secs >= 0 ? " (in " + secs + " s)" : " (due)")));
+      tr.appendChild(el("td", "", t.names.map(function (x) { return x.name; }).join(", ")));
+      return tr;
+    }));
+    $("reminders-empty").hidden = r.targets.length > 0;
+  }
+
+  $("d-close").addEventListener("click", function () { select(null); });
+
   // nodes: flat, parents first (each has path, parent, children, more). prefix: ""
   // for this node's tree, the node's address for another node's (the open set keys
   // that node's paths by their full address, which is what api/state takes).
@@ -212,7 +420,13 @@
         });
       }
       row.appendChild(toggle);
-      row.appendChild(el("span", "name", n.path === "/" ? "/" : n.name));
+      var nameEl = el("span", "name", n.path === "/" ? "/" : n.name);
+      // A click opens the drill-down (another node's actor is asked of that node).
+      nameEl.classList.add("link");
+      nameEl.title = "details of " + key;
+      nameEl.addEventListener("click", function () { select(key); });
+      if (key === selected) row.classList.add("selected");
+      row.appendChild(nameEl);
       var cls = el("span", "cls", n.label || n.actor);
       cls.title = n.actor;
       row.appendChild(cls);
