@@ -275,10 +275,12 @@ class _DurableProducer(_ProducerLogic, PersistentActor):
             return
         # The window counts it at once; the send returns and the copy leaves once the
         # event is stored (persist_async: many sends share one write).
-        out = self.machine.queue(m.entity_id, m.message, time.monotonic())
+        # Held: a resend (tick) must not send it before its event is stored.
+        out = self.machine.queue(m.entity_id, m.message, time.monotonic(), held=True)
 
         def stored(_: Any, out: Outgoing = out, m: _Send = m) -> None:
             self.stored.apply_queued(out.entity_id, out.seq, out.message)
+            self.machine.release(out.entity_id, out.seq)
             self.sender_obj.stats.sent += 1
             m.result.set(out.seq)
             self.tell_copy(out)

@@ -305,3 +305,35 @@ def test_durable_sender_refuses_a_message_the_store_cannot_take(node: ActorSyste
     # Nothing was numbered: the next message is 1.
     assert sender.pending("s") == 0
     assert sender.send("s", "ok", timeout=5) == 1
+
+
+def test_durable_sender_sends_no_copy_before_its_event_is_stored(
+    node: ActorSystem, memory_persistence: MemoryPersistence, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A resend timeout while a ``Queued`` write is slow must not send that message:
+    the write then fails (the producer stops), so ``send`` never returned for it, and a
+    copy processed as seq 1 would make the next producer's seq 1 -- another message,
+    whose ``send`` does return -- a duplicate the entity drops (found by the protocol
+    model)."""
+    store = memory_persistence.store
+    write_batch = store.write_batch
+    slow = {"on": False}
+
+    def slow_then_fail(writes: Any) -> Any:
+        if slow["on"]:
+            slow["on"] = False
+            gevent.sleep(0.8)  # several resend timeouts (resend_after=0.1)
+            raise RuntimeError("the store went away")
+        return write_batch(writes)
+
+    monkeypatch.setattr(store, "write_batch", slow_then_fail)
+    ClusterSharding(node).start("Cnt", Props(Counter), passivate_idle_after=None)
+    first = ReliableSender(node, "Cnt", "p11", resend_after=0.1).ready(10)
+    slow["on"] = True
+    lost = gevent.spawn(first.send, "c", "lost")
+    gevent.sleep(1.2)  # the slow write failed, the producer stopped
+    lost.kill()
+    second = ReliableSender(node, "Cnt", "p11", resend_after=0.1).ready(10)
+    assert second.send("c", "kept", timeout=5) == 1
+    wait_until(lambda: second.pending("c") == 0)
+    assert LOG["c"] == [("p11", 1, "kept")]
