@@ -25,6 +25,7 @@ from gevent.event import AsyncResult
 
 from gactors._actor import Actor
 from gactors._props import Props
+from gactors.delivery import _metrics
 from gactors.delivery._messages import Confirm, Confirmed, Delivery, Epoch, Queued
 from gactors.delivery._protocol import Outgoing, Producer
 from gactors.persistence import PersistentActor, RecoveryCompleted, SnapshotOffer, WriteRejected
@@ -67,7 +68,7 @@ _TICK = _Tick()
 
 
 class _Stats:
-    """Counters of one sender (also exported to Prometheus when it is installed)."""
+    """Counters of one sender (the system's sum is exported to Prometheus)."""
 
     __slots__ = ("duplicates_confirmed", "resent", "sent")
 
@@ -131,7 +132,7 @@ class _ProducerLogic:
         for eid in self.machine.due(now, s.resend_after):
             outs = self.machine.resend(eid, now)
             s.stats.resent += len(outs)
-            _count_resent(len(outs))
+            s.counts.resent += len(outs)
             _log.debug("%s: resending %d message(s) to %r", s, len(outs), eid)
             for out in outs:
                 self.tell_copy(out)
@@ -141,7 +142,7 @@ class _ProducerLogic:
         for eid in list(self.machine.queues):
             outs = self.machine.resend(eid, now)
             self.sender_obj.stats.resent += len(outs)
-            _count_resent(len(outs))
+            self.sender_obj.counts.resent += len(outs)
             for out in outs:
                 self.tell_copy(out)
 
@@ -298,12 +299,6 @@ class _DurableProducer(_ProducerLogic, PersistentActor):
                 self._queue(w.popleft())
 
 
-def _count_resent(n: int) -> None:
-    from gactors.delivery import _metrics
-
-    _metrics.resent(n)
-
-
 class ReliableSender:
     """Effectively-once delivery from this process to the entities of a sharded type.
 
@@ -353,6 +348,8 @@ class ReliableSender:
             durable = "persistence" in system.settings.extension_tables
         self.durable = bool(durable)
         self.stats = _Stats()
+        #: the system's counters (Prometheus: gactors.contrib.prometheus)
+        self.counts = _metrics.counts(system)
         self.waiting: dict[str, deque[_Send]] = {}
         self.refs: dict[str, EntityRef] = {}
         self.fast_path: _VolatileProducer | None = None  # the running producer without a store
