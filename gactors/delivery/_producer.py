@@ -96,7 +96,10 @@ class _ProducerLogic:
         self.waiting = sender_obj.waiting
         self.refs = sender_obj.refs
 
-    def _ref_of(self, entity_id: str) -> EntityRef:
+    def _ref_of(self, entity_id: str) -> EntityRef | ActorRef:
+        target = self.sender_obj.target
+        if target is not None:
+            return target
         ref = self.refs.get(entity_id)
         if ref is None:
             from gactors.cluster import ClusterSharding
@@ -315,6 +318,12 @@ class ReliableSender:
     same time (a durable one is refused by the journal's one-writer rule only if it is
     a sharded entity or singleton; here it is your deployment's promise).
 
+    ``target``: send every copy to this ref instead of the entity of ``type_name`` --
+    a cluster singleton's proxy (``ClusterSingleton(system).init(...)``), which moves
+    with its lease. ``type_name`` then only names the producer, and ``entity_id`` of
+    ``send`` names the receiver in both sides' books (use one, e.g. the singleton's
+    name). The receiver is a :class:`ReliableEntity` as for an entity.
+
     Call ``send`` from a greenlet of the system's process (an actor, a request handler),
     not from a foreign OS thread.
     """
@@ -328,6 +337,7 @@ class ReliableSender:
         *,
         durable: bool | None = None,
         resend_after: float = 1.0,
+        target: ActorRef | None = None,
     ) -> None:
         for what, v in (("type_name", type_name), ("producer_id", producer_id)):
             if not isinstance(v, str) or not v:
@@ -338,6 +348,9 @@ class ReliableSender:
             raise TypeError(f"resend_after must be a number of seconds, not {resend_after!r}")
         if not resend_after > 0:
             raise ValueError(f"resend_after must be > 0 seconds, not {resend_after!r}")
+        if target is not None and not hasattr(target, "tell"):
+            raise TypeError(f"target must be an ActorRef (or None), not {target!r}")
+        self.target = target
         self.system = system
         self.type_name = type_name
         self.producer_id = producer_id

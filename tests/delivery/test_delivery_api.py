@@ -382,3 +382,18 @@ def test_durable_sender_sends_no_copy_before_its_event_is_stored(
     assert second.send("c", "kept", timeout=5) == 1
     wait_until(lambda: second.pending("c") == 0)
     assert LOG["c"] == [("p11", 1, "kept")]
+
+
+def test_a_sender_with_a_target_delivers_to_a_singleton(node: ActorSystem) -> None:
+    """``target=``: copies go to that ref (a singleton's proxy), each processed once in
+    order, confirmed back (nothing pending)."""
+    from gactors.cluster import ClusterSingleton
+
+    proxy = ClusterSingleton(node).init("desk", Props(Counter))
+    sender = ReliableSender(node, "desk", "p14", window=5, durable=False, target=proxy)
+    for i in range(40):
+        assert sender.send("desk", i) == i + 1
+    wait_until(lambda: sender.pending("desk") == 0)
+    assert LOG["?"] == [("p14", i + 1, i) for i in range(40)]
+    with pytest.raises(TypeError, match="target"):
+        ReliableSender(node, "desk", "p15", target="desk")  # type: ignore[arg-type]
