@@ -82,66 +82,145 @@ def _node(url: str) -> ActorSystem:
     )
 
 
-def bench_plain(system: ActorSystem, n: int) -> dict[str, Any]:
+def _plain(system: ActorSystem, entities: int) -> list[Any]:
+    """Start the plain type and its entities; returns their refs."""
     sharding = ClusterSharding(system)
     sharding.start("Plain", Props(Plain), passivate_idle_after=None)
-    refs = [sharding.entity_ref("Plain", f"e{k}") for k in range(ENTITIES)]
-    _reset(ENTITIES)
+    refs = [sharding.entity_ref("Plain", f"e{k}") for k in range(entities)]
+    _reset(entities)
     for r in refs:
         r.tell("warm", None)
     _DONE.wait(60)
-    rates = []
-    for _ in range(ROUNDS):
-        _reset(n)
-        t0 = time.perf_counter()
-        for i in range(n):
-            refs[i % ENTITIES].tell(i, None)
-            if i % 1000 == 999:
-                gevent.sleep(0)  # let the region flush, as a real caller would
-        if not _DONE.wait(120):
-            raise RuntimeError(f"plain: {_COUNT[0]} of {n}")
-        rates.append(n / (time.perf_counter() - t0))
+    return refs
+
+
+def _plain_round(refs: list[Any], n: int) -> float:
+    """N tells round robin; messages/s until the last one is counted."""
+    _reset(n)
+    t0 = time.perf_counter()
+    for i in range(n):
+        refs[i % len(refs)].tell(i, None)
+        if i % 1000 == 999:
+            gevent.sleep(0)  # let the region flush, as a real caller would
+    if not _DONE.wait(120):
+        raise RuntimeError(f"plain: {_COUNT[0]} of {n}")
+    return n / (time.perf_counter() - t0)
+
+
+def bench_plain(system: ActorSystem, n: int) -> dict[str, Any]:
+    refs = _plain(system, ENTITIES)
+    rates = [_plain_round(refs, n) for _ in range(ROUNDS)]
     return {"figure": "plain_tell", "messages": n, "rates": rates, "rate": median(rates)}
 
 
-def _bench_reliable(
-    system: ActorSystem, n: int, type_name: str, props: Props, durable: bool
-) -> dict[str, Any]:
+def _reliable(
+    system: ActorSystem, type_name: str, props: Props, durable: bool, entities: int
+) -> ReliableSender:
+    """Start the type and a sender; one message to each entity (starts them)."""
     sharding = ClusterSharding(system)
     sharding.start(type_name, props, passivate_idle_after=None)
     sender = ReliableSender(system, type_name, f"bench-{type_name}", window=100, durable=durable)
     sender.ready(30)
-    per = n // ENTITIES
-    # Warm-up: one message each (starts the entities, recovers the persistent ones).
-    _reset(ENTITIES)
-    for k in range(ENTITIES):
+    _reset(entities)
+    for k in range(entities):
         sender.send(f"e{k}", -1)
     _DONE.wait(60)
+    return sender
+
+
+def _reliable_round(sender: ReliableSender, n: int, entities: int, name: str) -> float:
+    """N messages, one sending greenlet per entity; messages/s until every one is
+    processed and confirmed."""
+    per = n // entities
 
     def stream(k: int) -> None:
         eid = f"e{k}"
         for i in range(per):
             sender.send(eid, i)
 
-    total = per * ENTITIES
-    rates = []
-    for _ in range(1 if durable else ROUNDS):
-        _reset(total)
-        t0 = time.perf_counter()
-        workers = [gevent.spawn(stream, k) for k in range(ENTITIES)]
-        gevent.joinall(workers, raise_error=True)
-        if not _DONE.wait(180):
-            raise RuntimeError(f"{type_name}: {_COUNT[0]} of {total}")
-        while any(sender.pending(f"e{k}") for k in range(ENTITIES)):
-            gevent.sleep(0.01)
-        rates.append(total / (time.perf_counter() - t0))
+    total = per * entities
+    _reset(total)
+    t0 = time.perf_counter()
+    workers = [gevent.spawn(stream, k) for k in range(entities)]
+    gevent.joinall(workers, raise_error=True)
+    if not _DONE.wait(180):
+        raise RuntimeError(f"{name}: {_COUNT[0]} of {total}")
+    while any(sender.pending(f"e{k}") for k in range(entities)):
+        gevent.sleep(0.01)
+    return total / (time.perf_counter() - t0)
+
+
+def _bench_reliable(
+    system: ActorSystem, n: int, type_name: str, props: Props, durable: bool
+) -> dict[str, Any]:
+    sender = _reliable(system, type_name, props, durable, ENTITIES)
+    rates = [
+        _reliable_round(sender, n, ENTITIES, type_name) for _ in range(1 if durable else ROUNDS)
+    ]
     return {
         "figure": "reliable_durable" if durable else "reliable",
-        "messages": total,
+        "messages": (n // ENTITIES) * ENTITIES,
         "rates": rates,
         "rate": median(rates),
         "resent": sender.stats.resent,
     }
+
+
+def bench_pairs(system: ActorSystem, n: int, entities: int, pairs: int = ROUNDS) -> dict[str, Any]:
+    """Plain tell and reliable delivery interleaved (plain, reliable, plain, ...) in one
+    process, so that each ratio is taken under the same load of the machine."""
+    refs = _plain(system, entities)
+    sender = _reliable(system, "Rel", Props(Reliable), False, entities)
+    plain, reliable = [], []
+    for _ in range(pairs):
+        plain.append(_plain_round(refs, n))
+        reliable.append(_reliable_round(sender, n, entities, "Rel"))
+    ratios = [r / p for p, r in zip(plain, reliable, strict=True)]
+    return {
+        "figure": "pairs",
+        "messages": n,
+        "entities": entities,
+        "plain_rates": plain,
+        "reliable_rates": reliable,
+        "ratios": ratios,
+        "resent": sender.stats.resent,
+    }
+
+
+# -- the harness's workload (python -m benchmarks): the server is the harness's ----------
+URL_ENV = "GACTORS_BENCH_REDIS_URL"
+
+
+def delivery(args: Any) -> Any:
+    """N messages to PER entities, plain tell and reliable delivery interleaved."""
+    import os
+
+    url = os.environ.get(URL_ENV, "")
+    if not url:
+        raise SystemExit(f"{URL_ENV} is not set (the harness starts the server)")
+    entities = args.per or ENTITIES
+    system = _node(url)
+    try:
+        f = bench_pairs(system, max(args.n, entities), entities)
+    finally:
+        system.terminate()
+        system.await_termination(15)
+    n = f["messages"] * ROUNDS * 2
+    seconds = sum(f["messages"] / r for r in f["plain_rates"] + f["reliable_rates"])
+    return {
+        "seconds": seconds,
+        "count": n,
+        "figure": f,
+        "metrics": {
+            "plain_rate": median(f["plain_rates"]),
+            "reliable_rate": median(f["reliable_rates"]),
+            "ratio": median(f["ratios"]),
+            "ratio_min": min(f["ratios"]),
+        },
+    }
+
+
+WORKLOADS = {"delivery": delivery}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -33,6 +33,8 @@ from .redis_server import LocalServer, ServerError
 from .spec import (
     ACTOR_WORKLOADS,
     ALL_WORKLOADS,
+    DELIVERY_ROWS,
+    DELIVERY_WORKLOADS,
     IMPLS,
     LIMIT_IMPLS,
     NEEDS_REDIS,
@@ -254,7 +256,12 @@ def schedule(impl_names: list[str], workload_names: list[str]) -> list[tuple[str
     limits = {**RAW_WORKLOADS, **REDIS_WORKLOADS}
     done_raw: set[tuple[str, str]] = set()
     for w in workload_names:
-        if not (w in ACTOR_WORKLOADS or w in REMOTE_WORKLOADS or w in PERSISTENCE_WORKLOADS):
+        if not (
+            w in ACTOR_WORKLOADS
+            or w in REMOTE_WORKLOADS
+            or w in PERSISTENCE_WORKLOADS
+            or w in DELIVERY_WORKLOADS
+        ):
             continue
         tasks.extend((i, w) for i in impl_names if i not in LIMIT_IMPLS and w in IMPLS[i].workloads)
         for ref in RAW_REFERENCE.get(w, ()):
@@ -428,6 +435,8 @@ def _fmt_metric(key: str, value: float) -> str:
         return f"{value:,.1f}µs"
     if key == "seconds" or key.endswith("_s"):
         return f"{value:.3f}s"
+    if key.startswith("ratio"):
+        return f"{value:.2f}"
     return f"{value:,.0f}"
 
 
@@ -544,6 +553,8 @@ def _fmt(v: float | None, unit: str) -> str:
         return f"{v:.3f}"
     if unit == "µs":
         return f"{v:,.1f}"
+    if unit == "x":
+        return f"{v:.2f}"
     return f"{v:,.0f}"
 
 
@@ -707,7 +718,27 @@ class Target:
 def targets(med: Medians, runs: list[Run] | None = None) -> list[Target]:
     """The targets of issue #18 (:func:`core_targets`), then those of persistence
     (issue #25, :func:`persistence_targets`) when its workloads ran."""
-    return core_targets(med, runs) + persistence_targets(med, runs or [])
+    runs = runs or []
+    return core_targets(med, runs) + persistence_targets(med, runs) + delivery_targets(runs)
+
+
+def delivery_targets(runs: list[Run]) -> list[Target]:
+    """The performance targets of issue #26 (SPEC section 20), on the worst round."""
+    out: list[Target] = []
+    checks = (
+        ("reliable delivery ≥ 0.30x plain sharded tell", "delivery", "ratio", 0.30, True, "x"),
+        ("reminders due in one second fired ≤ 2 s", "reminders_burst", "fired_s", 2.0, False, "s"),
+    )
+    for name, workload, metric, bound, hb, unit in checks:
+        if not any(r.workload == workload for r in runs):
+            continue
+        v = worst_round(runs, workload, metric, hb)
+        if v is None:
+            out.append(Target(name, NA, NA))
+            continue
+        ok = v >= bound if hb else v <= bound
+        out.append(Target(name, f"worst {_fmt(v, unit)} {unit}", "PASS" if ok else "MISS"))
+    return out
 
 
 def persistence_targets(med: Medians, runs: list[Run]) -> list[Target]:
@@ -1050,6 +1081,8 @@ def main(argv: list[str] | None = None) -> int:
             kind = "raw" if w.name in RAW_WORKLOADS or w.name in REDIS_WORKLOADS else "actor"
             if w.name in PERSISTENCE_WORKLOADS:
                 kind = "persist"
+            if w.name in DELIVERY_WORKLOADS:
+                kind = "§20"
             print(f"{w.name:<16} {kind:<5} n={w.n:<9,} per={w.per:<4} {w.description}")
         return 0
     t_start = time.perf_counter()
@@ -1110,6 +1143,12 @@ def main(argv: list[str] | None = None) -> int:
         print("(floor: redis-py EVALSHA of a minimal append script, one call after another).")
         print()
         print(markdown(table(med, runs, impls_shown, PERSISTENCE_ROWS, ())))
+    if any(w in DELIVERY_WORKLOADS for _, w in tasks):
+        print()
+        print("Reminders and reliable delivery (SPEC §20): one cluster node on that server,")
+        print("100 entities / shards; plain tell and reliable delivery interleaved in one run.")
+        print()
+        print(markdown(table(med, runs, impls_shown, DELIVERY_ROWS, ())))
     raw_rows = raw_table(med)
     if len(raw_rows) > 1:
         print()
@@ -1158,6 +1197,7 @@ def main(argv: list[str] | None = None) -> int:
         "rows": _rows_json(med, runs, args.impls, ROWS),
         "remote_rows": _rows_json(med, runs, args.impls, REMOTE_ROWS),
         "persistence_rows": _rows_json(med, runs, args.impls, PERSISTENCE_ROWS),
+        "delivery_rows": _rows_json(med, runs, args.impls, DELIVERY_ROWS),
         "targets": [t.__dict__ for t in verdicts],
     }
     json_path = Path(args.json) if args.json else None

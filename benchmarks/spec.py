@@ -168,11 +168,35 @@ REDIS_WORKLOADS["redis_evalsha"] = Workload(
     "redis_evalsha", 20_000, 0, "N sequential EVALSHA of a minimal append script (RPUSH+HSET)"
 )
 
+# Reminders and reliable delivery (SPEC section 20, issue 26), one cluster node and the
+# harness's server. ``delivery`` measures plain sharded tell and reliable delivery
+# interleaved in one process (so that their ratio is taken under the same load).
+DELIVERY_WORKLOADS: dict[str, Workload] = {
+    w.name: w
+    for w in (
+        Workload(
+            "delivery",
+            50_000,
+            100,
+            "N messages to PER entities: plain sharded tell, then a ReliableSender "
+            "(no store, window 100), three pairs interleaved; rates and their ratio",
+        ),
+        Workload(
+            "reminders_burst",
+            10_000,
+            100,
+            "N one-shot reminders due within one second on PER shards, tick 1 s: "
+            "seconds from the last due time until every one fired",
+        ),
+    )
+}
+
 ALL_WORKLOADS: dict[str, Workload] = {
     **ACTOR_WORKLOADS,
     **RAW_WORKLOADS,
     **REMOTE_WORKLOADS,
     **PERSISTENCE_WORKLOADS,
+    **DELIVERY_WORKLOADS,
     **REDIS_WORKLOADS,
 }
 
@@ -181,6 +205,7 @@ NEEDS_REDIS: frozenset[str] = (
     frozenset(REMOTE_WORKLOADS)
     | frozenset(REDIS_WORKLOADS)
     | (frozenset(PERSISTENCE_WORKLOADS) - {"persist_sqlite"})
+    | frozenset(DELIVERY_WORKLOADS)
 )
 
 # Which references (implementation, workload) an actor workload is compared with; they
@@ -236,7 +261,7 @@ IMPLS: dict[str, Impl] = {
             "gactors",
             "gactors (this checkout, current interpreter)",
             "worker_gactors.py",
-            (*ACTOR_WORKLOADS, *REMOTE_WORKLOADS, *PERSISTENCE_WORKLOADS),
+            (*ACTOR_WORKLOADS, *REMOTE_WORKLOADS, *PERSISTENCE_WORKLOADS, *DELIVERY_WORKLOADS),
         ),
         Impl(
             "pykka4",
@@ -344,6 +369,13 @@ PERSISTENCE_ROWS: tuple[Row, ...] = (
     Row("recovery, snapshots", "persist_recovery_snap", "median_s", "s", False),
     Row("SQLite concurrent", "persist_sqlite", "rate", "events/s", True),
     Row("SQLite worst hub stall", "persist_sqlite", "stall_ms", "ms", False),
+)
+
+DELIVERY_ROWS: tuple[Row, ...] = (
+    Row("plain sharded tell", "delivery", "plain_rate", "msgs/s", True),
+    Row("reliable delivery", "delivery", "reliable_rate", "msgs/s", True),
+    Row("reliable / plain (median pair)", "delivery", "ratio", "x", True),
+    Row("reminders due in one second: all fired", "reminders_burst", "fired_s", "s", False),
 )
 
 RAW_ROWS: tuple[Row, ...] = (

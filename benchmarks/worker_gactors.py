@@ -357,6 +357,29 @@ def _persistence_workloads() -> dict[str, Any]:
     return persistence
 
 
+#: Reminders and reliable delivery (SPEC section 20): delivery.py and reminders.py.
+DELIVERY = ("delivery", "reminders_burst")
+
+
+def _delivery_workloads() -> dict[str, Any]:
+    """The §20 workloads, or an explanation why this checkout cannot run them."""
+    try:
+        # A checkout before §20 has neither.
+        import gactors.delivery
+        import gactors.reminders  # noqa: F401
+    except ImportError as exc:
+        why = f"this gactors has no reminders or reliable delivery ({exc})"
+
+        def not_available(args: argparse.Namespace) -> Result:
+            return {"na": why}
+
+        return dict.fromkeys(DELIVERY, not_available)
+    from delivery import WORKLOADS as delivery
+    from reminders import WORKLOADS as reminders
+
+    return {**delivery, **reminders}
+
+
 def _versions() -> dict[str, str]:
     return {
         "gactors": str(getattr(gactors, "__version__", "?")),
@@ -371,4 +394,6 @@ if __name__ == "__main__":
         WORKLOADS.update(_remote_workloads())
     if len(sys.argv) > 1 and sys.argv[1] in PERSISTENCE:
         WORKLOADS.update(_persistence_workloads())
+    if len(sys.argv) > 1 and sys.argv[1] in DELIVERY:
+        WORKLOADS.update(_delivery_workloads())
     run_worker("gactors", WORKLOADS, _versions)

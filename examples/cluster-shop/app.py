@@ -6,11 +6,17 @@ Redis server named by ``SHOP_REDIS_URL``. On that cluster:
 * a **cart** per user is a sharded entity (``ClusterSharding``): whichever worker a
   request lands on, ``entity_ref("cart", user)`` reaches the one live cart of that user,
   wherever it runs; it is a ``PersistentActor`` whose events live in the cluster's
-  Redis, so it keeps its items when its worker is killed or replaced;
+  Redis, so it keeps its items when its worker is killed or replaced. Adding an item
+  (re-)arms its durable reminder ``abandoned`` (``SHOP_ABANDON_AFTER`` seconds, 30
+  minutes by default): a cart nobody touched for that long is emptied, whichever
+  workers died or were replaced meanwhile; a checkout cancels it;
 * one **order-number allocator** is a cluster singleton (``ClusterSingleton``): the
   numbers live in a small SQLite table, and every write carries the allocator's fencing
   token, so an allocator that lost its lease without noticing (a paused process) cannot
-  hand out a number twice -- its stale write is refused.
+  hand out a number twice -- its stale write is refused. Orders reach it through a
+  ``ReliableSender`` per worker (resent until the allocator confirms them, processed
+  in order, duplicates dropped); the order id is also the key of its number in SQLite,
+  so a copy processed again by the next allocator gets the number it already has.
 
 Carts and the allocator append one line per start, stop and allocation to the lifecycle
 log (``SHOP_DATA_DIR/lifecycle.log``): ``event pid=.. kind=.. id=.. token=.. mono=..
@@ -23,7 +29,8 @@ Views (JSON):
 * ``POST /cart/<user>/add/<item>`` -> the cart after adding ``item``
 * ``GET  /cart/<user>``            -> the cart
 * ``POST /cart/<user>/checkout``   -> an order number for the cart's items (the cart is
-  emptied)
+  emptied; the order goes to the allocator through the worker's ReliableSender, and the
+  view waits for its number)
 * ``GET  /health``                 -> this worker's pid, node address and member count
 
 Run it with ``SHOP_REDIS_URL=redis://127.0.0.1:6379/0 gunicorn -c gunicorn.conf.py
@@ -35,23 +42,31 @@ from __future__ import annotations
 import json
 import logging
 import os
+import sqlite3
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
+import gevent
 from flask import Flask, jsonify, request
-from orders import StaleWriter, allocate, open_orders_db
+from orders import StaleWriter, number_of, open_orders_db, place
 
-from gactors import Actor, ActorRef, ActorSystem, AskTimeoutError, Props, Status
+from gactors import Actor, ActorSystem, AskTimeoutError, Props
 from gactors.cluster import Cluster, ClusterSharding, ClusterSingleton, RemoteError
 from gactors.contrib.wsgi import GactorsMiddleware, get_system
+from gactors.delivery import ReliableEntity, ReliableSender
 from gactors.persistence import PersistentActor
+from gactors.reminders import Reminders
 
 REDIS_URL = os.environ.get("SHOP_REDIS_URL", "redis://127.0.0.1:6379/0")
 DATA_DIR = Path(os.environ.get("SHOP_DATA_DIR", "shop-data"))
 # Extra settings of the ``cluster`` table as JSON (the tests shorten the timings).
 CLUSTER_OVERRIDES: dict[str, Any] = json.loads(os.environ.get("SHOP_CLUSTER", "{}"))
 ASK_TIMEOUT = float(os.environ.get("SHOP_ASK_TIMEOUT", "8.0"))
+# An untouched cart is emptied after this many seconds (a durable reminder).
+ABANDON_AFTER = float(os.environ.get("SHOP_ABANDON_AFTER", str(30 * 60)))
+ALLOCATOR = "order-numbers"
 
 # A child of gunicorn's error logger: its lines go to the same place as the worker's.
 log = logging.getLogger("gunicorn.error.shop")
@@ -115,7 +130,7 @@ class Cart(PersistentActor):
         match event:
             case ("added", str(item)):
                 self.items.append(item)
-            case ("checked_out",):
+            case ("checked_out",) | ("abandoned",):
                 self.items = []
 
     def receive_recover(self, event: Any) -> None:
@@ -130,24 +145,40 @@ class Cart(PersistentActor):
                 self.sender.tell(self.state())
             case ("checkout",):
                 self.persist(("checked_out",), self._checked_out)
+            case ("abandon",):
+                # The reminder fired: nobody touched the cart for ABANDON_AFTER seconds
+                # (the reminder is durable: it fires on whichever worker owns the cart
+                # then, starting the cart if need be).
+                if self.items:
+                    self.persist(("abandoned",), self._abandoned)
             case _:
                 self.unhandled(message)
 
     def _added(self, event: Any) -> None:
         self.apply(event)
+        # Re-armed at every add: registering the same name replaces the due time.
+        self.context.reminders.register("abandoned", ("abandon",), due=ABANDON_AFTER)
         self.sender.tell(self.state())
 
     def _checked_out(self, event: Any) -> None:
         reply = self.state()
         self.apply(event)
+        self.context.reminders.unregister("abandoned")
         self.sender.tell(reply)
+
+    def _abandoned(self, event: Any) -> None:
+        emptied = len(self.items)
+        self.apply(event)
+        lifecycle("abandoned", kind="cart", id=self.context.entity_id, items=emptied)
 
 
 # -- the order-number allocator: a cluster singleton ---------------------------------------------
 
 
-class Allocator(Actor):
-    """Hands out increasing order numbers, one at a time, from the SQLite counter."""
+class Allocator(ReliableEntity, Actor):
+    """Hands out increasing order numbers, one at a time, from the SQLite counter, to
+    the orders the workers' ReliableSenders deliver (each once, in order per worker;
+    the confirm leaves after ``receive`` returned)."""
 
     def __init__(self, db_path: str) -> None:
         self.db = open_orders_db(Path(db_path))
@@ -161,26 +192,28 @@ class Allocator(Actor):
 
     def receive(self, message: Any) -> None:
         match message:
-            case ("allocate", str(user)):
+            case ("order", str(order_id), str(user)):
                 token = self.context.fencing_token
                 if token is None:
                     raise RuntimeError("the allocator runs without a fencing token")
                 try:
-                    number = allocate(self.db, token)
+                    number, new = place(self.db, token, order_id, user)
                 except StaleWriter as e:
-                    # Refuse: the allocator that owns the numbers now runs elsewhere.
+                    # Not confirmed (an exception in receive sends none): the sender
+                    # resends it to the allocator that owns the numbers now.
                     log.warning("order-number allocator refused: %s", e)
-                    self.sender.tell(Status.Failure(RuntimeError(str(e))))
-                    return
-                lifecycle("alloc", kind="allocator", number=number, user=user, token=token)
-                self.sender.tell(number)
+                    raise RuntimeError(str(e)) from e
+                if new:
+                    lifecycle("alloc", kind="allocator", number=number, user=user, token=token)
             case _:
                 self.unhandled(message)
 
 
 # -- the worker's actor system ---------------------------------------------------------------
 
-_allocators: dict[int, ActorRef] = {}  # per worker process: the singleton's proxy
+#: per worker process: the ReliableSender of its orders, and its connection to SQLite
+_senders: dict[int, ReliableSender] = {}
+_orders_db: dict[int, sqlite3.Connection] = {}
 
 
 def make_system() -> ActorSystem:
@@ -195,9 +228,18 @@ def make_system() -> ActorSystem:
     )
     # Carts stay until their shard moves (no passivation), so the test sees every move.
     ClusterSharding(system).start("cart", Props(Cart), passivate_idle_after=None)
-    _allocators[os.getpid()] = ClusterSingleton(system).init(
-        "order-numbers", Props(Allocator, str(DATA_DIR / "orders.sqlite"))
+    # Every node fires the reminders of the carts (and singletons) it hosts.
+    Reminders(system)
+    allocator = ClusterSingleton(system).init(
+        ALLOCATOR, Props(Allocator, str(DATA_DIR / "orders.sqlite"))
     )
+    # One producer per worker incarnation (a producer id must never run twice at once),
+    # without a store: an order whose worker dies before its number is answered is
+    # retried by the client.
+    _senders[os.getpid()] = ReliableSender(
+        system, ALLOCATOR, f"checkout-{uuid.uuid4().hex[:12]}", durable=False, target=allocator
+    )
+    _orders_db[os.getpid()] = open_orders_db(DATA_DIR / "orders.sqlite")
     log.info("shop worker %d joined as %s", os.getpid(), system.address)
     return system
 
@@ -236,8 +278,20 @@ def show(user: str) -> Any:
 @app.post("/cart/<user>/checkout")
 def checkout(user: str) -> Any:
     cart = ask_cart(user, ("checkout",))
-    number = _allocators[os.getpid()].ask(("allocate", user), timeout=ASK_TIMEOUT)
-    return jsonify(order=number, items=cart["items"], user=user, worker=os.getpid())
+    order_id = uuid.uuid4().hex
+    pid = os.getpid()
+    try:
+        _senders[pid].send(ALLOCATOR, ("order", order_id, user), timeout=ASK_TIMEOUT)
+    except gevent.Timeout:
+        # The window to the allocator is full (it is moving): a 503, as for an ask.
+        raise RuntimeError("the allocator confirms no orders (it is moving)") from None
+    # Reliable delivery is one-way: the number is read where the allocator wrote it.
+    deadline = time.monotonic() + ASK_TIMEOUT
+    while (number := number_of(_orders_db[pid], order_id)) is None:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"order {order_id} has no number yet (the allocator is moving)")
+        gevent.sleep(0.02)
+    return jsonify(order=number, order_id=order_id, items=cart["items"], user=user, worker=pid)
 
 
 @app.get("/health")

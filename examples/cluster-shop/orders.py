@@ -30,6 +30,13 @@ def open_orders_db(path: Path | str) -> sqlite3.Connection:
         " token INTEGER NOT NULL)"  # the newest fencing token that wrote it
     )
     db.execute("INSERT OR IGNORE INTO counter (id, last, token) VALUES (1, 0, 0)")
+    # The number of each order placed through the ReliableSender: its id is the
+    # idempotency key, so a copy processed again (a new allocator incarnation has no
+    # books of what the last one processed) gets the number it already has.
+    db.execute(
+        "CREATE TABLE IF NOT EXISTS orders ("
+        " order_id TEXT PRIMARY KEY, number INTEGER NOT NULL, user TEXT NOT NULL)"
+    )
     return db
 
 
@@ -55,3 +62,31 @@ def last_order(db: sqlite3.Connection) -> tuple[int, int]:
     """(last order number, newest fencing token) as the database has them."""
     last, token = db.execute("SELECT last, token FROM counter WHERE id = 1").fetchone()
     return int(last), int(token)
+
+
+def place(db: sqlite3.Connection, token: int, order_id: str, user: str) -> tuple[int, bool]:
+    """The number of order ``order_id``: allocated under ``token`` the first time,
+    the same one again after. Returns (number, True if allocated now). Raises
+    :class:`StaleWriter` (and writes nothing) like :func:`allocate`."""
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        row = db.execute("SELECT number FROM orders WHERE order_id = ?", (order_id,)).fetchone()
+        if row is not None:
+            db.execute("COMMIT")
+            return int(row[0]), False
+        number = allocate(db, token)
+        db.execute(
+            "INSERT INTO orders (order_id, number, user) VALUES (?, ?, ?)",
+            (order_id, number, user),
+        )
+        db.execute("COMMIT")
+        return number, True
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+
+
+def number_of(db: sqlite3.Connection, order_id: str) -> int | None:
+    """The number order ``order_id`` got, or None while it is not allocated."""
+    row = db.execute("SELECT number FROM orders WHERE order_id = ?", (order_id,)).fetchone()
+    return None if row is None else int(row[0])

@@ -61,6 +61,12 @@ name                                      type     multiprocess      what
 ``gactors_reminders_lateness_seconds``    histo-   summed            firing time minus due time
                                           gram                       (the three absent unless a
                                                                      system uses gactors.reminders)
+``gactors_delivery_resent_total``         counter  summed            reliable-delivery copies a
+                                                                     producer here sent again
+``gactors_delivery_duplicates_dropped``   counter  summed            copies an entity here dropped
+``_total``                                                           as already processed (the
+                                                                     two absent unless a system
+                                                                     uses gactors.delivery)
 ========================================  =======  ================  ===========================
 
 The three per-class histograms are measured by :mod:`gactors._timing` (actor classes
@@ -240,6 +246,12 @@ class _Family:
         self.members: Gauge | None = None
         self.cluster_messages: Counter | None = None
         self.reminders: tuple[Counter, Counter, Histogram] | None = None
+        self.delivery: tuple[Counter, Counter] | None = None
+        # The metrics registered on first use since the scrape under way began: the
+        # registry collects the collectors it had when the scrape began, so
+        # _RefreshOnScrape hands these over itself (else they would miss one scrape,
+        # and a rate() its first increase).
+        self.new_in_scrape: list[Any] = []
         self.timing: tuple[Histogram, Histogram, Histogram] | None = None
 
     def timing_histograms(self) -> tuple[Histogram, Histogram, Histogram]:
@@ -271,6 +283,7 @@ class _Family:
                         buckets=BOUNDS,
                     ),
                 )
+                self.new_in_scrape.extend(self.timing)
             return self.timing
 
     def cluster_messages_counter(self) -> Counter:
@@ -283,6 +296,7 @@ class _Family:
                     ["system", "outcome"],
                     registry=self._registry,
                 )
+                self.new_in_scrape.append(self.cluster_messages)
             return self.cluster_messages
 
     def members_gauge(self) -> Gauge:
@@ -296,6 +310,7 @@ class _Family:
                     registry=self._registry,
                     multiprocess_mode="livemax",
                 )
+                self.new_in_scrape.append(self.members)
             return self.members
 
     def reminders_metrics(self) -> tuple[Counter, Counter, Histogram]:
@@ -323,7 +338,31 @@ class _Family:
                         buckets=(0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 300.0),
                     ),
                 )
+                self.new_in_scrape.extend(self.reminders)
             return self.reminders
+
+    def delivery_metrics(self) -> tuple[Counter, Counter]:
+        """The reliable-delivery counters (resent, duplicates dropped), registered on
+        first use."""
+        with _families_lock:
+            if self.delivery is None:
+                self.delivery = (
+                    Counter(
+                        "gactors_delivery_resent",
+                        "Reliable-delivery copies sent again by the producers of this node",
+                        ["system"],
+                        registry=self._registry,
+                    ),
+                    Counter(
+                        "gactors_delivery_duplicates_dropped",
+                        "Reliable-delivery copies dropped as already processed by the "
+                        "entities of this node",
+                        ["system"],
+                        registry=self._registry,
+                    ),
+                )
+                self.new_in_scrape.extend(self.delivery)
+            return self.delivery
 
 
 class _RefreshOnScrape:
@@ -337,14 +376,24 @@ class _RefreshOnScrape:
 
     def collect(self) -> list[Any]:
         family = self._family()
-        if family is not None:
-            for m in list(family.live):
-                try:
-                    m.refresh()
-                except Exception:
-                    # A scrape must still answer with what the other collectors have.
-                    _log.exception("refreshing the gactors metrics of %r failed", m.system)
-        return []
+        if family is None:
+            return []
+        with _families_lock:
+            family.new_in_scrape.clear()
+        for m in list(family.live):
+            try:
+                m.refresh()
+            except Exception:
+                # A scrape must still answer with what the other collectors have.
+                _log.exception("refreshing the gactors metrics of %r failed", m.system)
+        with _families_lock:
+            new, family.new_in_scrape = family.new_in_scrape, []
+        if multiprocess_mode():
+            # The scrape reads every process's files (MultiProcessCollector), where the
+            # new metrics' values are already.
+            return []
+        # Registered by this refresh, after the registry chose what this scrape reads.
+        return [metric for collector in new for metric in collector.collect()]
 
 
 _families: weakref.WeakKeyDictionary[CollectorRegistry, _Family] = weakref.WeakKeyDictionary()
@@ -430,6 +479,7 @@ class ActorSystemMetrics:
             # Registered now, not inside the first scrape (that scrape's list of
             # collectors is already made): the families are there from the start.
             family.timing_histograms()
+        self._delivery_seen = (0, 0)
         obs.listeners.append(self._on_event)
         family.live.add(self)
         self.refresh()
@@ -497,6 +547,7 @@ class ActorSystemMetrics:
                         counter.labels(name, outcome).inc(value - seen.get(outcome, 0))
                         seen[outcome] = value
         self._refresh_reminders()
+        self._refresh_delivery()
         self._refresh_timing()
 
     def _refresh_timing(self) -> None:
@@ -549,6 +600,22 @@ class ActorSystemMetrics:
         hist = late.labels(name)
         for seconds in rem.drain_lateness():
             hist.observe(seconds)
+
+    def _refresh_delivery(self) -> None:
+        # Only a system that uses reliable delivery has its counters (and only then is
+        # the module imported: gactors.delivery needs the cluster extra).
+        mod = sys.modules.get("gactors.delivery._metrics")
+        system = self.system
+        if mod is None or not system.has_extension(mod.DeliveryCountsExtension):
+            return
+        counts = system.extension(mod.DeliveryCountsExtension)
+        resent, dropped = self._family.delivery_metrics()
+        name = system.name
+        seen_r, seen_d = self._delivery_seen
+        now_r, now_d = counts.resent, counts.duplicates_dropped
+        resent.labels(name).inc(max(0, now_r - seen_r))
+        dropped.labels(name).inc(max(0, now_d - seen_d))
+        self._delivery_seen = (now_r, now_d)
 
     def _forget(self) -> None:
         # A terminated system has no live gauges; its counters keep their totals.

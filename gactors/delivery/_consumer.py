@@ -48,6 +48,9 @@ def _consumer_of(self: Any) -> Consumer:
     c = self.__dict__.get("_gactors_consumer")
     if c is None:
         c = self.__dict__["_gactors_consumer"] = Consumer()
+        # Once per incarnation: the system's counters exist (exported at 0) from the
+        # first delivery on, and a duplicate counts without a lookup.
+        self.__dict__["_gactors_counts"] = _metrics.counts(self.context.system)
     return cast(Consumer, c)  # the only value ever stored under that key
 
 
@@ -58,7 +61,7 @@ def _answer_copy(self: Any, d: Delivery) -> bool:
         return True
     if verdict is Verdict.DUPLICATE:
         self.duplicates_dropped = getattr(self, "duplicates_dropped", 0) + 1
-        _metrics.duplicate_dropped()
+        self._gactors_counts.duplicates_dropped += 1
         _confirm_last(self, d)
     return False
 

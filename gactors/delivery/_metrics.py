@@ -1,43 +1,44 @@
-"""Prometheus counters of reliable delivery (in ``prometheus_client``'s default registry,
-which :func:`gactors.contrib.prometheus.metrics_app` serves), when it is installed:
+"""Counters of reliable delivery, per actor system (plain ints, no I/O):
 
-* ``gactors_delivery_resent_total`` -- copies a producer sent again (timeouts, restarts);
-* ``gactors_delivery_duplicates_dropped_total`` -- copies an entity dropped as already
+* ``resent`` -- copies a producer of this system sent again (timeouts, restarts);
+* ``duplicates_dropped`` -- copies an entity of this system dropped as already
   processed.
+
+:class:`gactors.contrib.prometheus.ActorSystemMetrics` exports them as
+``gactors_delivery_resent_total`` and ``gactors_delivery_duplicates_dropped_total``
+(labelled ``system``) once the system uses reliable delivery: a ``ReliableSender``
+was made or a ``ReliableEntity`` got its first delivery there.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
-_counters: dict[str, Any] | None = None
+from gactors._extension import ExtensionId
 
+if TYPE_CHECKING:
+    from gactors._system import ActorSystem
 
-def _get() -> dict[str, Any]:
-    global _counters
-    if _counters is None:
-        try:
-            from prometheus_client import Counter
-        except ImportError:
-            _counters = {}
-        else:
-            _counters = {
-                "resent": Counter("gactors_delivery_resent", "Reliable-delivery copies sent again"),
-                "duplicates": Counter(
-                    "gactors_delivery_duplicates_dropped",
-                    "Reliable-delivery copies dropped by an entity as already processed",
-                ),
-            }
-    return _counters
+__all__ = ["DeliveryCounts", "DeliveryCountsExtension"]
 
 
-def resent(n: int) -> None:
-    c = _get().get("resent")
-    if c is not None and n:
-        c.inc(n)
+class DeliveryCounts:
+    """The reliable-delivery counters of one actor system (monotonic)."""
+
+    __slots__ = ("duplicates_dropped", "resent")
+
+    def __init__(self) -> None:
+        self.resent = 0
+        self.duplicates_dropped = 0
 
 
-def duplicate_dropped() -> None:
-    c = _get().get("duplicates")
-    if c is not None:
-        c.inc()
+class DeliveryCountsExtension(ExtensionId[DeliveryCounts]):
+    """The system's :class:`DeliveryCounts` (created on first use)."""
+
+    def create(self, system: ActorSystem) -> DeliveryCounts:
+        return DeliveryCounts()
+
+
+def counts(system: ActorSystem) -> DeliveryCounts:
+    """The counters of ``system`` (created, and from then on exported, on first use)."""
+    return system.extension(DeliveryCountsExtension)

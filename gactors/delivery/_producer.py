@@ -25,6 +25,7 @@ from gevent.event import AsyncResult
 
 from gactors._actor import Actor
 from gactors._props import Props
+from gactors.delivery import _metrics
 from gactors.delivery._messages import Confirm, Confirmed, Delivery, Epoch, Queued
 from gactors.delivery._protocol import Outgoing, Producer
 from gactors.persistence import PersistentActor, RecoveryCompleted, SnapshotOffer, WriteRejected
@@ -69,7 +70,7 @@ _TICK = _Tick()
 
 
 class _Stats:
-    """Counters of one sender (also exported to Prometheus when it is installed)."""
+    """Counters of one sender (the system's sum is exported to Prometheus)."""
 
     __slots__ = ("duplicates_confirmed", "resent", "sent")
 
@@ -107,7 +108,10 @@ class _ProducerLogic:
         self.waiting = sender_obj.waiting
         self.refs = sender_obj.refs
 
-    def _ref_of(self, entity_id: str) -> EntityRef:
+    def _ref_of(self, entity_id: str) -> EntityRef | ActorRef:
+        target = self.sender_obj.target
+        if target is not None:
+            return target
         ref = self.refs.get(entity_id)
         if ref is None:
             from gactors.cluster import ClusterSharding
@@ -143,7 +147,7 @@ class _ProducerLogic:
         for eid in self.machine.due(now, s.resend_after):
             outs = self.machine.resend(eid, now)
             s.stats.resent += len(outs)
-            _count_resent(len(outs))
+            s.counts.resent += len(outs)
             _log.debug("%s: resending %d message(s) to %r", s, len(outs), eid)
             for out in outs:
                 self.tell_copy(out)
@@ -153,7 +157,7 @@ class _ProducerLogic:
         for eid in list(self.machine.queues):
             outs = self.machine.resend(eid, now)
             self.sender_obj.stats.resent += len(outs)
-            _count_resent(len(outs))
+            self.sender_obj.counts.resent += len(outs)
             for out in outs:
                 self.tell_copy(out)
 
@@ -287,10 +291,12 @@ class _DurableProducer(_ProducerLogic, PersistentActor):
             return
         # The window counts it at once; the send returns and the copy leaves once the
         # event is stored (persist_async: many sends share one write).
-        out = self.machine.queue(m.entity_id, m.message, time.monotonic())
+        # Held: a resend (tick) must not send it before its event is stored.
+        out = self.machine.queue(m.entity_id, m.message, time.monotonic(), held=True)
 
         def stored(_: Any, out: Outgoing = out, m: _Send = m) -> None:
             self.stored.apply_queued(out.entity_id, out.seq, out.message)
+            self.machine.release(out.entity_id, out.seq)
             self.sender_obj.stats.sent += 1
             m.result.set(out.seq)
             self.tell_copy(out)
@@ -306,12 +312,6 @@ class _DurableProducer(_ProducerLogic, PersistentActor):
             w = self.waiting.get(m.entity_id)
             while w and self.machine.can_queue(m.entity_id):
                 self._queue(w.popleft())
-
-
-def _count_resent(n: int) -> None:
-    from gactors.delivery import _metrics
-
-    _metrics.resent(n)
 
 
 class ReliableSender:
@@ -330,6 +330,12 @@ class ReliableSender:
     same time (a durable one is refused by the journal's one-writer rule only if it is
     a sharded entity or singleton; here it is your deployment's promise).
 
+    ``target``: send every copy to this ref instead of the entity of ``type_name`` --
+    a cluster singleton's proxy (``ClusterSingleton(system).init(...)``), which moves
+    with its lease. ``type_name`` then only names the producer, and ``entity_id`` of
+    ``send`` names the receiver in both sides' books (use one, e.g. the singleton's
+    name). The receiver is a :class:`ReliableEntity` as for an entity.
+
     Call ``send`` from a greenlet of the system's process (an actor, a request handler),
     not from a foreign OS thread.
     """
@@ -343,6 +349,7 @@ class ReliableSender:
         *,
         durable: bool | None = None,
         resend_after: float = 1.0,
+        target: ActorRef | None = None,
     ) -> None:
         for what, v in (("type_name", type_name), ("producer_id", producer_id)):
             if not isinstance(v, str) or not v:
@@ -353,6 +360,9 @@ class ReliableSender:
             raise TypeError(f"resend_after must be a number of seconds, not {resend_after!r}")
         if not resend_after > 0:
             raise ValueError(f"resend_after must be > 0 seconds, not {resend_after!r}")
+        if target is not None and not hasattr(target, "tell"):
+            raise TypeError(f"target must be an ActorRef (or None), not {target!r}")
+        self.target = target
         self.system = system
         self.type_name = type_name
         self.producer_id = producer_id
@@ -363,6 +373,8 @@ class ReliableSender:
             durable = "persistence" in system.settings.extension_tables
         self.durable = bool(durable)
         self.stats = _Stats()
+        #: the system's counters (Prometheus: gactors.contrib.prometheus)
+        self.counts = _metrics.counts(system)
         self.waiting: dict[str, deque[_Send]] = {}
         self.refs: dict[str, EntityRef] = {}
         self.fast_path: _VolatileProducer | None = None  # the running producer without a store

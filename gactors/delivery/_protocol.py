@@ -19,8 +19,12 @@ Consumer rule, per producer, with ``(epoch, last)`` the newest message it proces
 * same epoch, ``seq == last + 1`` -> process (then confirm);
 * same epoch, ``seq <= last`` -> duplicate: drop, confirm ``last`` again (the confirm of
   the first copy may have been lost);
-* same epoch, ``seq > last + 1`` -> an earlier message is missing: drop, the producer
-  resends from its lowest unconfirmed one;
+* same epoch, ``seq > last + 1`` and ``seq == low`` -> process: the producer had
+  everything below ``low`` confirmed, so it was processed -- by an earlier incarnation
+  of an entity that keeps no books, whose new books came from a stale copy (an entity
+  that stores its books with its state never has them behind ``low - 1``);
+* same epoch, ``seq > last + 1``, ``seq != low`` -> an earlier message is missing:
+  drop, the producer resends from its lowest unconfirmed one;
 * greater epoch or unknown producer -> process only ``seq == low``, else drop as above;
 * smaller epoch -> a copy from a producer incarnation that is gone: drop, no confirm.
 
@@ -64,6 +68,9 @@ class _Queue:
     unconfirmed: dict[int, Any] = field(default_factory=dict)
     #: the clock reading of the last send or confirm progress (for resend timeouts).
     progress_at: float = 0.0
+    #: the highest seq whose copy may leave: a durable producer's queued message is
+    #: held until its ``Queued`` event is stored (see ``Producer.queue``).
+    released: int = 0
 
     @property
     def low(self) -> int:
@@ -101,14 +108,25 @@ class Producer:
         """Whether ``queue`` would accept a message to ``entity_id`` now."""
         return self.pending(entity_id) < self.window
 
-    def queue(self, entity_id: str, message: Any, now: float = 0.0) -> Outgoing:
+    def queue(
+        self, entity_id: str, message: Any, now: float = 0.0, *, held: bool = False
+    ) -> Outgoing:
         """Give ``message`` the next sequence number to ``entity_id`` and keep it until
-        confirmed; returns the copy to send. Raises :class:`WindowFull`."""
+        confirmed; returns the copy to send. Raises :class:`WindowFull`.
+
+        ``held``: the copy must not leave yet (a durable producer's ``Queued`` event is
+        still being written): :meth:`resend` skips it until :meth:`release`. A copy of a
+        message whose event is then lost with a crash would otherwise be processed
+        under a sequence number that the restarted producer gives to another message,
+        which the entity then drops as a duplicate."""
         q = self._q(entity_id)
         if len(q.unconfirmed) >= self.window:
             raise WindowFull(entity_id)
         seq = q.next_seq
+        released = q.released
         self.apply_queued(entity_id, seq, message)
+        if held:
+            q.released = released
         if len(q.unconfirmed) == 1:
             q.progress_at = now
         return Outgoing(entity_id, self.epoch, seq, q.low, message)
@@ -120,6 +138,14 @@ class Producer:
             raise ValueError(f"{entity_id!r}: queued seq {seq} does not follow {q.next_seq - 1}")
         q.unconfirmed[seq] = message
         q.next_seq = seq + 1
+        q.released = seq
+
+    def release(self, entity_id: str, seq: int) -> None:
+        """The held messages to ``entity_id`` up to ``seq`` may be sent (their events
+        are stored)."""
+        q = self.queues.get(entity_id)
+        if q is not None and seq > q.released:
+            q.released = min(seq, q.next_seq - 1)
 
     def confirm(self, entity_id: str, epoch: int, seq: int, now: float = 0.0) -> int:
         """``entity_id`` confirmed everything up to ``seq`` of ``epoch``; returns how many
@@ -150,13 +176,18 @@ class Producer:
         return freed
 
     def resend(self, entity_id: str, now: float = 0.0) -> list[Outgoing]:
-        """Every unconfirmed message to ``entity_id``, in order, to send again."""
+        """Every unconfirmed message to ``entity_id`` that is not held, in order, to
+        send again."""
         q = self.queues.get(entity_id)
         if q is None or not q.unconfirmed:
             return []
         q.progress_at = now
         low = q.low
-        return [Outgoing(entity_id, self.epoch, s, low, m) for s, m in q.unconfirmed.items()]
+        return [
+            Outgoing(entity_id, self.epoch, s, low, m)
+            for s, m in q.unconfirmed.items()
+            if s <= q.released
+        ]
 
     def due(self, now: float, after: float) -> list[str]:
         """The entities with unconfirmed messages and no progress for ``after`` seconds."""
@@ -180,7 +211,7 @@ class Producer:
         self.epoch = int(data["epoch"])
         self.queues = {}
         for eid, (next_seq, items) in data["queues"].items():
-            q = self.queues[eid] = _Queue(next_seq=int(next_seq))
+            q = self.queues[eid] = _Queue(next_seq=int(next_seq), released=int(next_seq) - 1)
             for s, m in items:
                 q.unconfirmed[int(s)] = m
 
@@ -211,7 +242,11 @@ class Consumer:
             last = known[1]
             if seq <= last:
                 return Verdict.DUPLICATE
-            if seq != last + 1:
+            # ``seq == low`` beyond ``last + 1``: these books are behind what the
+            # producer knows to be processed (a volatile entity restarted and took a
+            # stale copy since). Without this the entity waits for ``last + 1``, which
+            # the producer never sends again: the window to it stalls for good.
+            if seq != last + 1 and seq != low:
                 return Verdict.MISSING
         elif seq != low:
             return Verdict.MISSING

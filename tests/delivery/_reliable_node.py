@@ -6,6 +6,8 @@
 * ROLE ``host``: hosts the sharded type ``Rel``, whose entities are :class:`Tally`
   (``ReliableEntity`` + ``PersistentActor`` on the cluster's redis store). Books
   ``H <entity> <producer> <seq> <value>`` when the handler of a processed message ran.
+  ``{"cmd": "leave"}`` on stdin: leave the cluster gracefully (its shards are handed
+  over); it prints ``{"left": true}`` once its system terminated.
 * ROLE ``sender``: a proxy of ``Rel`` with a durable :class:`ReliableSender` (producer
   ``P``). After its recovery it prints ``{"queued": K}``: how many messages it has
   queued over all its lives (message i goes to entity ``r<i % E>``, one at a time, so
@@ -34,7 +36,7 @@ import gevent
 from gevent.fileobject import FileObject
 
 from gactors import ActorSystem, Props
-from gactors.cluster import ClusterSharding
+from gactors.cluster import Cluster, ClusterSharding
 from gactors.cluster._access import cluster_node
 from gactors.delivery import ReliableEntity, ReliableSender
 from gactors.persistence import PersistentActor
@@ -101,7 +103,15 @@ def main() -> int:
     emit({"address": str(node.address), "pid": os.getpid()})
     if role == "host":
         sharding.start("Rel", Props(Tally, books), role="host", passivate_idle_after=None)
+
+        def host_commands() -> None:
+            for line in FileObject(sys.stdin.fileno(), "r"):
+                if json.loads(line)["cmd"] == "leave":
+                    Cluster(system).leave()
+
+        gevent.spawn(host_commands)
         system.when_terminated.get()
+        emit({"left": True})
         return 0
     sharding.start_proxy("Rel", role="host")
     sender = ReliableSender(system, "Rel", "P", window=50, durable=True).ready(30)
