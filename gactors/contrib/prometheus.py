@@ -542,7 +542,8 @@ class ActorSystemMetrics:
                 gauge.labels(name, status).set(counts.get(status, 0))
             self._member_statuses |= set(counts)
             # The node's delivery counters (ClusterNode.stats: plain ints, no I/O).
-            stats = getattr(system.provider, "stats", None)
+            node = _cluster_node(system)
+            stats = getattr(node, "stats", None)
             if isinstance(stats, dict):
                 counter = family.cluster_messages_counter()
                 seen = self._cluster_seen
@@ -550,7 +551,7 @@ class ActorSystemMetrics:
                     if value > seen.get(outcome, -1):
                         counter.labels(name, outcome).inc(value - seen.get(outcome, 0))
                         seen[outcome] = value
-            self._refresh_cluster_io(system.provider)
+                self._refresh_cluster_io(node)
         self._refresh_reminders()
         self._refresh_timing()
 
@@ -661,6 +662,12 @@ class ActorSystemMetrics:
                 gauge.remove(*labels)
             except KeyError:
                 pass
+
+
+def _cluster_node(system: ActorSystem) -> Any:
+    """The system's cluster node (its provider; read for ``stats``, ``flush_seconds``,
+    ``read_seconds`` and ``inbox_backlog``, plain attributes: no I/O)."""
+    return system.provider
 
 
 def _add_buckets(child: Any, deltas: list[int], seconds: float) -> None:
