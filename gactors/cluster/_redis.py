@@ -230,7 +230,9 @@ class _RedisMembershipStore:
                 results: list[Any] = pipe.execute(raise_on_error=False)
                 if isinstance(results[0], NoScriptError) and attempt == 0:
                     continue
-                for result in results:
+                # The backlog's error (no inbox: this node was downed and its inbox
+                # deleted) must not hide what the script says: it is no backlog.
+                for result in results[:2]:
                     if isinstance(result, Exception):
                         raise result
                 return results
@@ -334,6 +336,8 @@ def _group_lag(reply: Any) -> int | None:
     """The ``lag`` of the inbox's consumer group in an ``XINFO GROUPS`` reply (a list
     of flat ``[field, value, ...]`` lists, or of dicts once a client parsed it); None
     if the server does not report one (Redis before 7, or a lag it cannot compute)."""
+    if isinstance(reply, Exception):
+        return None
     for group in reply or ():
         fields = (
             group if isinstance(group, dict) else dict(zip(group[::2], group[1::2], strict=False))
