@@ -309,7 +309,7 @@ class _RedisInboxReader:
             return conn.read_response()
 
         # The raw RESP2 reply: nil, or [[key, [[id, [field, value, ...]], ...]]].
-        t0 = perf_counter()
+        t0 = perf_counter() if backlog else 0.0  # no clock read for a blocking read
         try:
             reply = self._conn.call_held("read", run, self._key_bytes)
         except BackendUnavailable:
