@@ -75,6 +75,7 @@ class _Membership(_NodeBase):
         limit = self.settings.unreachable_after
         run = self.system.run_in_hub_async
         skipping = failing = False
+        sampled_at = -1e9  # the inbox backlog: asked at most once a second
         try:
             while not self._hb_stop.acquire(True, interval):
                 stalled = monotonic() - self._hub_alive_at
@@ -91,7 +92,14 @@ class _Membership(_NodeBase):
                     continue
                 skipping = False
                 try:
-                    result = store.heartbeat(self.node_id, self._ua_ms, self._down_ms)
+                    now = monotonic()
+                    backlog = now - sampled_at >= 1.0
+                    result = store.heartbeat(
+                        self.node_id, self._ua_ms, self._down_ms, backlog=backlog
+                    )
+                    if backlog:
+                        sampled_at = now
+                        self.inbox_backlog = result.inbox_backlog
                 except BackendUnavailable as e:
                     if not failing:
                         failing = True

@@ -37,6 +37,7 @@ from greenlet import getcurrent
 
 from gactors._path import Address
 from gactors._threads import allocate_lock, get_ident, start_new_thread
+from gactors._timing import Histo
 from gactors.cluster._deathwatch import _DeathWatch
 from gactors.cluster._membership import _Membership
 from gactors.cluster._node_base import _LEAVE_BUDGET, _log
@@ -172,6 +173,14 @@ class ClusterNode(_Transport, _Membership, _DeathWatch, _WireRefs):
             ("sent", "dead_letters", "unknown", "full", "received", "drained"), 0
         )
         self._full_warned = {}
+        #: Round trips of the flusher's sends (one per flush, whatever its size) and
+        #: of the reader's reads that could not wait for entries (see
+        #: ``InboxReader.last_round_trip``): buckets the metrics read, no lock.
+        self.flush_seconds = Histo()
+        self.read_seconds = Histo()
+        #: Unread entries of this node's inbox, sampled by the heartbeat thread at most
+        #: once a second (None until known, or if the server cannot tell).
+        self.inbox_backlog = None
         # -- lifecycle --
         self._leaving = False
         #: Set when this node drains its own inbox (graceful leave): the reader stops.

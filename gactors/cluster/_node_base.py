@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from gactors._path import Address
     from gactors._ref import ActorRef, PromiseRef
     from gactors._system import ActorSystem
+    from gactors._timing import Histo
     from gactors.cluster._events import Member, MemberRemoved
     from gactors.cluster._seam import Backend, MembershipView
     from gactors.cluster._serialization import Record, WireCodec
@@ -115,6 +116,9 @@ class _NodeBase:
     _store_lock: BoundedSemaphore
     leave_hooks: list[Callable[[], Any]]
     stats: dict[str, int]
+    flush_seconds: Histo
+    read_seconds: Histo
+    inbox_backlog: int | None
     _full_warned: dict[str, float]
     # -- lifecycle --
     _leaving: bool

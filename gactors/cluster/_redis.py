@@ -96,7 +96,13 @@ from gactors.cluster._redis_conn import (
     mask_url,
     open_connections,
 )
-from gactors.cluster._redis_inbox import _batches_of, _check_node, _RedisInboxReader, _RedisOutbox
+from gactors.cluster._redis_inbox import (
+    GROUP,
+    _batches_of,
+    _check_node,
+    _RedisInboxReader,
+    _RedisOutbox,
+)
 from gactors.cluster._redis_scripts import (
     _ACQUIRE,
     _HEARTBEAT,
@@ -186,7 +192,12 @@ class _RedisMembershipStore:
         return _parse_view(raw)
 
     def heartbeat(
-        self, node: str, unreachable_after_ms: int, down_after_ms: int
+        self,
+        node: str,
+        unreachable_after_ms: int,
+        down_after_ms: int,
+        *,
+        backlog: bool = False,
     ) -> HeartbeatResult:
         if not 0 < unreachable_after_ms < down_after_ms:
             raise ValueError(
@@ -212,10 +223,16 @@ class _RedisMembershipStore:
                 body = _HEARTBEAT.sha if attempt == 0 else _HEARTBEAT.source
                 _execute(pipe, script, body, len(self._keys), *self._keys, *args)
                 _execute(pipe, "PEXPIRE", inbox, 2 * down_after_ms)
+                if backlog:
+                    # The group's lag: entries not handed to the reader yet (a
+                    # single-key command on the inbox, so routable on a Redis Cluster).
+                    _execute(pipe, "XINFO", "GROUPS", inbox)
                 results: list[Any] = pipe.execute(raise_on_error=False)
                 if isinstance(results[0], NoScriptError) and attempt == 0:
                     continue
-                for result in results:
+                # The backlog's error (no inbox: this node was downed and its inbox
+                # deleted) must not hide what the script says: it is no backlog.
+                for result in results[:2]:
                     if isinstance(result, Exception):
                         raise result
                 return results
@@ -229,7 +246,10 @@ class _RedisMembershipStore:
             # unread in them becomes dead letters there, not lost here.
             log.info("cluster %s: reaped %s", backend.cluster_name, ", ".join(reaped_nodes))
         return HeartbeatResult(
-            view=_parse_view(raw), self_removed=bool(removed), reaped=reaped_nodes
+            view=_parse_view(raw),
+            self_removed=bool(removed),
+            reaped=reaped_nodes,
+            inbox_backlog=_group_lag(results[2]) if backlog else None,
         )
 
     def view(self) -> MembershipView:
@@ -310,6 +330,23 @@ class _RedisLeaseStore:
 
     def close(self) -> None:
         self._conn.close()
+
+
+def _group_lag(reply: Any) -> int | None:
+    """The ``lag`` of the inbox's consumer group in an ``XINFO GROUPS`` reply (a list
+    of flat ``[field, value, ...]`` lists, or of dicts once a client parsed it); None
+    if the server does not report one (Redis before 7, or a lag it cannot compute)."""
+    if isinstance(reply, Exception):
+        return None
+    for group in reply or ():
+        fields = (
+            group if isinstance(group, dict) else dict(zip(group[::2], group[1::2], strict=False))
+        )
+        fields = {_text(k): v for k, v in fields.items()}
+        if _text(fields.get("name", b"")) == GROUP.decode():
+            lag = fields.get("lag")
+            return None if lag is None else int(lag)
+    return None
 
 
 def _sha1(text: str) -> str:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Sequence
+from time import perf_counter
 from typing import TYPE_CHECKING, Any
 
 from redis.exceptions import NoScriptError, RedisError, ResponseError
@@ -246,6 +247,11 @@ class _RedisInboxReader:
         #: Whether the last read failed: the next one first takes back what the
         #: server may have handed out on the lost connection.
         self._recover = False
+        #: Whether the last read returned ``count`` entries: entries are likely left,
+        #: so the next read is sent without BLOCK (it cannot wait) and timed.
+        self._backlog = False
+        #: The round trip of the last read if it was sent without BLOCK (seam doc).
+        self.last_round_trip: float | None = None
         # The socket timeout must exceed the longest BLOCK (redis-py#2807): a read
         # that outlives it is a dead connection, not an empty inbox.
         self._conn = _Connections(
@@ -265,6 +271,7 @@ class _RedisInboxReader:
             )
         if count <= 0:
             raise ValueError(f"count must be > 0, not {count!r}")
+        self.last_round_trip = None
         if self._recover:
             recovered = self._conn.call_held("read", self._take_back, self._key_bytes)
             self._recover = False
@@ -280,12 +287,16 @@ class _RedisInboxReader:
                 len(minid),
                 minid,
             )
+        backlog = self._backlog
         packed = b"".join(
             (
                 trim,
-                b"*12\r\n$10\r\nXREADGROUP\r\n$5\r\nGROUP\r\n$1\r\ng\r\n$1\r\nc\r\n",
+                b"*10\r\n" if backlog else b"*12\r\n",
+                b"$10\r\nXREADGROUP\r\n$5\r\nGROUP\r\n$1\r\ng\r\n$1\r\nc\r\n",
                 b"$5\r\nCOUNT\r\n$%d\r\n%d\r\n" % (len(str(count)), count),
-                b"$5\r\nBLOCK\r\n$%d\r\n%d\r\n" % (len(str(block_ms)), block_ms),
+                b""
+                if backlog
+                else b"$5\r\nBLOCK\r\n$%d\r\n%d\r\n" % (len(str(block_ms)), block_ms),
                 b"$5\r\nNOACK\r\n",
                 self._streams,
             )
@@ -298,11 +309,17 @@ class _RedisInboxReader:
             return conn.read_response()
 
         # The raw RESP2 reply: nil, or [[key, [[id, [field, value, ...]], ...]]].
+        t0 = perf_counter() if backlog else 0.0  # no clock read for a blocking read
         try:
             reply = self._conn.call_held("read", run, self._key_bytes)
         except BackendUnavailable:
             self._recover = True
+            self._backlog = False
             raise
+        if backlog:
+            # Sent without BLOCK: the round trip of a read, never time spent waiting.
+            self.last_round_trip = perf_counter() - t0
+        self._backlog = False
         if trim:
             self._untrimmed = 0
         if not reply:
@@ -322,6 +339,7 @@ class _RedisInboxReader:
                 self._last_id = last
                 self._untrimmed += len(got)
             batches.extend(got)
+        self._backlog = len(batches) >= count
         return batches
 
     def _take_back(self, conn: Any) -> list[bytes]:

@@ -151,6 +151,9 @@ class HeartbeatResult:
     #: ``down_after_ms``. Each reaped node appears in the ``reaped`` of exactly one
     #: heartbeat call in the whole cluster (the decision is taken once, atomically).
     reaped: tuple[str, ...]
+    #: Entries of the node's inbox not read yet (asked with ``backlog=True``; None
+    #: when not asked, or when the server cannot tell, e.g. a Redis before 7).
+    inbox_backlog: int | None = None
 
 
 @runtime_checkable
@@ -194,6 +197,11 @@ class InboxReader(Protocol):
     entries the server handed out after the last one this reader returned come first.
     """
 
+    #: The round trip (seconds) of the last :meth:`read` when that read could not
+    #: wait for entries (it was sent without blocking, because a backlog remained
+    #: after the read before it); None when it may have waited, or failed.
+    last_round_trip: float | None
+
     def read(self, block_ms: int, count: int) -> list[bytes]:
         """Return up to ``count`` new batches, oldest first.
 
@@ -226,7 +234,12 @@ class MembershipStore(Protocol):
         ...
 
     def heartbeat(
-        self, node: str, unreachable_after_ms: int, down_after_ms: int
+        self,
+        node: str,
+        unreachable_after_ms: int,
+        down_after_ms: int,
+        *,
+        backlog: bool = False,
     ) -> HeartbeatResult:
         """Record a beat of ``node`` and reap members that are gone; one script.
 
@@ -240,7 +253,9 @@ class MembershipStore(Protocol):
         inboxes of the nodes it reaped are left for :meth:`drain_inbox`).
         ``unreachable_after_ms`` is validated
         (``0 < unreachable_after_ms < down_after_ms``) but not stored: the node derives
-        unreachability from the ages in the view.
+        unreachability from the ages in the view. With ``backlog`` it also counts the
+        entries of the node's inbox not read yet (:attr:`HeartbeatResult.inbox_backlog`),
+        in the same round trip (the caller asks at most once a second: a metric).
         """
         ...
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from time import monotonic
+from time import monotonic, perf_counter
 from typing import Any
 
 import gevent
@@ -174,6 +174,7 @@ class _Transport(_NodeBase):
         delay = _BACKOFF_FIRST
         split = self.codec.split_batches
         max_unread = self.settings.inbox_max_unread
+        flush_seconds = self.flush_seconds
         try:
             while True:
                 self._wake.wait()
@@ -214,6 +215,7 @@ class _Transport(_NodeBase):
                         start += n
                 if not entries:
                     continue
+                t0 = perf_counter()
                 try:
                     outcomes = outbox.send(entries, max_unread)
                 except BackendUnavailable as e:
@@ -228,6 +230,7 @@ class _Transport(_NodeBase):
                         self._wake_set = True
                         self._wake.set()
                     continue
+                flush_seconds.add(perf_counter() - t0)
                 delay = _BACKOFF_FIRST
                 self._settle(entries, spans, outcomes)
         finally:
@@ -322,6 +325,7 @@ class _Transport(_NodeBase):
         delay = _BACKOFF_FIRST
         failing = False
         deliver = self._deliver_batch
+        read_seconds = self.read_seconds
         try:
             while not self._closed and not self._draining:
                 try:
@@ -343,6 +347,9 @@ class _Transport(_NodeBase):
                     _log.info("cluster node %s reads its inbox again", self.address_str)
                     failing = False
                     delay = _BACKOFF_FIRST
+                rt = reader.last_round_trip
+                if rt is not None:
+                    read_seconds.add(rt)
                 for data in batches:
                     deliver(data)
         finally:

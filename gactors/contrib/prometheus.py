@@ -33,6 +33,17 @@ name                                      type     multiprocess      what
                                                                      unknown, drained (SPEC 17
                                                                      "Precisely"; cluster nodes
                                                                      only)
+``gactors_cluster_flush_seconds``         histo-   summed            round trip of one flush of
+                                          gram                       outgoing remote messages
+                                                                     (per flush, not per message)
+``gactors_cluster_read_seconds``          histo-   summed            round trip of one inbox read
+                                          gram                       that could not wait (sent
+                                                                     without BLOCK while a backlog
+                                                                     remained): no idle time
+``gactors_cluster_inbox_backlog``         gauge    livesum           unread entries of the node's
+                                                                     inbox (XINFO GROUPS lag,
+                                                                     sampled by the heartbeat at
+                                                                     most once a second)
 ``gactors_message_processing_seconds``    histo-   summed            one receive of an actor of a
 ``{actor_class}``                         gram                       timed class (the setting
                                                                      ``metrics.timed_actors``;
@@ -245,6 +256,7 @@ class _Family:
         # gactors_cluster_members at all (rather than a family without samples).
         self.members: Gauge | None = None
         self.cluster_messages: Counter | None = None
+        self.cluster_io: tuple[Histogram, Histogram, Gauge] | None = None
         self.reminders: tuple[Counter, Counter, Histogram] | None = None
         self.delivery: tuple[Counter, Counter] | None = None
         # The metrics registered on first use since the scrape under way began: the
@@ -298,6 +310,45 @@ class _Family:
                 )
                 self.new_in_scrape.append(self.cluster_messages)
             return self.cluster_messages
+
+    def cluster_io_metrics(self) -> tuple[Histogram, Histogram, Gauge]:
+        """The remote flush and read latencies and the inbox backlog, registered on
+        first use (cluster nodes only)."""
+        with _families_lock:
+            if self.cluster_io is None:
+                labels = ["system"]
+                self.cluster_io = (
+                    Histogram(
+                        "gactors_cluster_flush_seconds",
+                        "Round trip of one flush of this node's outgoing remote messages "
+                        "(one per flush, whatever its number of messages and destinations), "
+                        "from the send of the batch to the last reply; failed flushes are "
+                        "not counted",
+                        labels,
+                        registry=self._registry,
+                        buckets=BOUNDS,
+                    ),
+                    Histogram(
+                        "gactors_cluster_read_seconds",
+                        "Round trip of one read of this node's inbox that could not wait "
+                        "for entries: a read sent without blocking because the read before "
+                        "it returned a full batch (a backlog); reads that may block waiting "
+                        "for new entries are not counted, so no idle time is included",
+                        labels,
+                        registry=self._registry,
+                        buckets=BOUNDS,
+                    ),
+                    Gauge(
+                        "gactors_cluster_inbox_backlog",
+                        "Entries (batches of remote messages) in this node's inbox not read "
+                        "yet, sampled by the heartbeat at most once a second (absent if the "
+                        "server cannot tell: Redis before 7)",
+                        labels,
+                        registry=self._registry,
+                        multiprocess_mode="livesum",
+                    ),
+                )
+            return self.cluster_io
 
     def members_gauge(self) -> Gauge:
         """``gactors_cluster_members``, registered on first use."""
@@ -454,6 +505,9 @@ class ActorSystemMetrics:
         }
         self._member_statuses: set[str] = set()
         self._cluster_seen: dict[str, int] = {}
+        # What the node's flush and read buckets held at the last refresh.
+        self._cluster_io_seen: list[tuple[list[int], float]] = [([], 0.0), ([], 0.0)]
+        self._backlog_set = False
         self._persistence: dict[str, Callable[[float], None]] = {
             "persisted": family.persisted.labels(name).inc,
             "persist_seconds": family.persist_seconds.labels(name).observe,
@@ -538,7 +592,8 @@ class ActorSystemMetrics:
                 gauge.labels(name, status).set(counts.get(status, 0))
             self._member_statuses |= set(counts)
             # The node's delivery counters (ClusterNode.stats: plain ints, no I/O).
-            stats = getattr(system.provider, "stats", None)
+            node = _cluster_node(system)
+            stats = getattr(node, "stats", None)
             if isinstance(stats, dict):
                 counter = family.cluster_messages_counter()
                 seen = self._cluster_seen
@@ -546,9 +601,35 @@ class ActorSystemMetrics:
                     if value > seen.get(outcome, -1):
                         counter.labels(name, outcome).inc(value - seen.get(outcome, 0))
                         seen[outcome] = value
+                self._refresh_cluster_io(node)
         self._refresh_reminders()
         self._refresh_delivery()
         self._refresh_timing()
+
+    def _refresh_cluster_io(self, node: Any) -> None:
+        # The node's own buckets (gactors._timing.Histo, same bounds), as deltas: the
+        # flusher and the reader add to them, prometheus_client is not called per flush.
+        flush, read, backlog = self._family.cluster_io_metrics()
+        name = self.system.name
+        for i, (hist, histo) in enumerate(
+            (
+                (flush, getattr(node, "flush_seconds", None)),
+                (read, getattr(node, "read_seconds", None)),
+            )
+        ):
+            child = hist.labels(name)
+            if histo is None:
+                continue
+            counts, total = list(histo.counts), histo.sum
+            before, before_sum = self._cluster_io_seen[i]
+            self._cluster_io_seen[i] = (counts, total)
+            deltas = counts if not before else [a - b for a, b in zip(counts, before, strict=True)]
+            if any(deltas):
+                _add_buckets(child, deltas, total - before_sum)
+        value = getattr(node, "inbox_backlog", None)
+        if value is not None:
+            backlog.labels(name).set(value)
+            self._backlog_set = True
 
     def _refresh_timing(self) -> None:
         # The timing's own buckets (gactors._timing, same bounds) added to the
@@ -635,6 +716,8 @@ class ActorSystemMetrics:
         ]
         if family.members is not None:
             gauges += [(family.members, (name, status)) for status in self._member_statuses]
+        if family.cluster_io is not None and self._backlog_set:
+            gauges.append((family.cluster_io[2], (name,)))
         for gauge, labels in gauges:
             if multiprocess_mode():
                 # prometheus_client cannot remove a label set from the files of other
@@ -646,6 +729,12 @@ class ActorSystemMetrics:
                 gauge.remove(*labels)
             except KeyError:
                 pass
+
+
+def _cluster_node(system: ActorSystem) -> Any:
+    """The system's cluster node (its provider; read for ``stats``, ``flush_seconds``,
+    ``read_seconds`` and ``inbox_backlog``, plain attributes: no I/O)."""
+    return system.provider
 
 
 def _add_buckets(child: Any, deltas: list[int], seconds: float) -> None:

@@ -392,6 +392,35 @@ def test_heartbeat_keeps_the_own_inbox_expiring(backend: RedisBackend, raw: redi
     assert 9000 < raw.pttl(backend.inbox_key("n1")) <= 10000
 
 
+def test_heartbeat_reports_the_inbox_backlog_when_asked(
+    backend: RedisBackend, raw: redis.Redis
+) -> None:
+    # Issue 28: the unread entries of the node's inbox, in the heartbeat's round trip.
+    store = backend.membership()
+    raw.delete(backend.inbox_key("n1"))
+    store.join("n1", [])
+    assert store.heartbeat("n1", 1000, 5000, backlog=True).inbox_backlog == 0
+    backend.outbox().send([("n1", b"a"), ("n1", b"b"), ("n1", b"c")])
+    assert store.heartbeat("n1", 1000, 5000).inbox_backlog is None  # not asked
+    assert store.heartbeat("n1", 1000, 5000, backlog=True).inbox_backlog == 3
+    reader = backend.inbox_reader("n1", max_block_ms=100)
+    try:
+        # A full read (count 2): the next one is sent without BLOCK, and timed.
+        assert reader.read(100, 2) == [b"a", b"b"] and reader.last_round_trip is None
+        assert store.heartbeat("n1", 1000, 5000, backlog=True).inbox_backlog == 1
+        assert reader.read(100, 2) == [b"c"]
+        assert reader.last_round_trip is not None and 0 < reader.last_round_trip < 5
+        assert reader.read(100, 2) == [] and reader.last_round_trip is None  # blocked
+    finally:
+        reader.close()
+    assert store.heartbeat("n1", 1000, 5000, backlog=True).inbox_backlog == 0
+    # Removed, its inbox gone: the beat still says so (the backlog is unknown).
+    store.remove("n1", "down")
+    raw.delete(backend.inbox_key("n1"))
+    beat = store.heartbeat("n1", 1000, 5000, backlog=True)
+    assert beat.self_removed and beat.inbox_backlog is None
+
+
 def test_concurrent_beats_reap_each_dead_node_exactly_once(
     redis_url: str, make_backend: Callable[..., RedisBackend]
 ) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -38,6 +39,16 @@ def exported_names(monkeypatch: pytest.MonkeyPatch) -> set[str]:
         "cluster_members",
         lambda s: [{"address": "gactors://grafana@a", "status": "up", "roles": []}],
     )
+    # And the node's counters, latencies and backlog (as a ClusterNode has them).
+    from gactors._timing import Histo
+
+    node = SimpleNamespace(
+        stats=dict.fromkeys(("sent", "dead_letters", "unknown", "full", "received", "drained"), 0),
+        flush_seconds=Histo(),
+        read_seconds=Histo(),
+        inbox_backlog=0,
+    )
+    monkeypatch.setattr(prometheus, "_cluster_node", lambda s: node)
     registry = CollectorRegistry()
     # Every actor class timed, and one ask answered: the per-class histograms too.
     with ActorSystem("grafana", config={"metrics": {"timed_actors": ["*"]}}) as system:
@@ -68,6 +79,10 @@ def test_the_dashboard_queries_only_exported_metrics(monkeypatch: pytest.MonkeyP
         "gactors_message_processing_seconds_bucket",
         "gactors_ask_seconds_bucket",
         "gactors_mailbox_wait_seconds_bucket",
+        "gactors_cluster_messages_total",
+        "gactors_cluster_flush_seconds_bucket",
+        "gactors_cluster_read_seconds_bucket",
+        "gactors_cluster_inbox_backlog",
     } <= exported
     found = queries(dashboard)
     assert len(found) >= len(dashboard["panels"])
