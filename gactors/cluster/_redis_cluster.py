@@ -94,17 +94,20 @@ class _ClusterTarget:
     password: str | None
 
 
-def _parse_cluster_url(url: str) -> _ClusterTarget:
-    """Parse ``redis+cluster://[user:password@]host:port[,host:port...][/0]``. Raises
-    ``ValueError`` naming the problem (never the password)."""
-    parts = urlsplit(url)
-    userinfo, at, hostlist = parts.netloc.rpartition("@")
+def split_hosts(
+    netloc: str, default_port: int, what: str
+) -> tuple[str | None, str | None, list[tuple[str, int]]]:
+    """``[user:password@]host:port[,host:port...]`` (``[ipv6]:port`` too) of a
+    ``redis+cluster://`` or ``redis+sentinel://`` URL: the user, the password and the
+    addresses. Raises ``ValueError`` naming the bad address as a ``what`` address (never
+    the password)."""
+    userinfo, at, hostlist = netloc.rpartition("@")
     username = password = None
     if at:
         user, sep, secret = userinfo.partition(":")
         username = unquote(user) or None
         password = unquote(secret) if sep else None
-    nodes: list[tuple[str, int]] = []
+    hosts: list[tuple[str, int]] = []
     for item in hostlist.split(","):
         item = item.strip()
         if not item:
@@ -115,16 +118,22 @@ def _parse_cluster_url(url: str) -> _ClusterTarget:
         else:
             host, _, port_text = item.rpartition(":") if ":" in item else (item, "", "")
         try:
-            port = int(port_text) if port_text else 6379
+            port = int(port_text) if port_text else default_port
         except ValueError:
-            raise ValueError(
-                f"bad Redis Cluster node address {item!r}: the port is not a number"
-            ) from None
+            raise ValueError(f"bad {what} address {item!r}: the port is not a number") from None
         if not host:
-            raise ValueError(f"bad Redis Cluster node address {item!r}: no host")
+            raise ValueError(f"bad {what} address {item!r}: no host")
         if not 0 < port < 65536:
-            raise ValueError(f"bad Redis Cluster node address {item!r}: port out of range")
-        nodes.append((host, port))
+            raise ValueError(f"bad {what} address {item!r}: port out of range")
+        hosts.append((host, port))
+    return username, password, hosts
+
+
+def _parse_cluster_url(url: str) -> _ClusterTarget:
+    """Parse ``redis+cluster://[user:password@]host:port[,host:port...][/0]``. Raises
+    ``ValueError`` naming the problem (never the password)."""
+    parts = urlsplit(url)
+    username, password, nodes = split_hosts(parts.netloc, 6379, "Redis Cluster node")
     if not nodes:
         raise ValueError("a redis+cluster:// URL needs at least one node host:port")
     path = [p for p in parts.path.split("/") if p]

@@ -31,6 +31,7 @@ from gactors.cluster._redis_cluster import (
     _ClusterRoutes,
     routed_send,
     split_commands,
+    split_hosts,
 )
 
 if TYPE_CHECKING:
@@ -114,29 +115,7 @@ def _parse_sentinel_url(url: str) -> _SentinelTarget:
     Sentinels themselves, when they have their own). Raises ``ValueError`` naming the
     problem (never the password)."""
     parts = urlsplit(url)
-    userinfo, at, hostlist = parts.netloc.rpartition("@")
-    username = password = None
-    if at:
-        user, sep, secret = userinfo.partition(":")
-        username = unquote(user) or None
-        password = unquote(secret) if sep else None
-    sentinels: list[tuple[str, int]] = []
-    for item in hostlist.split(","):
-        item = item.strip()
-        if not item:
-            continue
-        if item.startswith("["):  # [ipv6]:port
-            host, _, rest = item[1:].partition("]")
-            port_text = rest[1:] if rest.startswith(":") else ""
-        else:
-            host, _, port_text = item.rpartition(":") if ":" in item else (item, "", "")
-        try:
-            port = int(port_text) if port_text else 26379
-        except ValueError:
-            raise ValueError(f"bad Sentinel address {item!r}: the port is not a number") from None
-        if not host:
-            raise ValueError(f"bad Sentinel address {item!r}: no host")
-        sentinels.append((host, port))
+    username, password, sentinels = split_hosts(parts.netloc, 26379, "Sentinel")
     if not sentinels:
         raise ValueError("a redis+sentinel:// URL needs at least one Sentinel host:port")
     path = [unquote(p) for p in parts.path.split("/") if p]
