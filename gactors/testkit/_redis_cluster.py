@@ -20,12 +20,12 @@ import shutil
 import socket
 import subprocess
 import time
-from types import TracebackType
 from typing import Any, BinaryIO
 
 from gactors.testkit._redis_server import (
     RedisServer,
     RedisServerError,
+    _Started,
     find_server_binary,
     free_port,
 )
@@ -102,7 +102,7 @@ def command(
             return _read_reply(f)
 
 
-class RedisClusterServer:
+class RedisClusterServer(_Started):
     """A local Redis Cluster of ``masters`` masters with ``replicas`` replicas each.
 
     ``node_timeout_ms`` is the cluster's ``cluster-node-timeout``: a master that does
@@ -372,14 +372,3 @@ class RedisClusterServer:
             with contextlib.suppress(Exception):
                 s.kill()
             s.close()
-
-    def __enter__(self) -> RedisClusterServer:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()

@@ -35,7 +35,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
 
 __all__ = [
     "NO_SERVER_HINT",
@@ -69,6 +72,27 @@ NO_SERVER_HINT = (
 )
 
 _BINARIES = ("redis-server", "valkey-server")
+
+
+class _Started:
+    """``with X() as x:`` for the launchers: ``start()`` on entry, ``close()`` on exit."""
+
+    def start(self) -> Self:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
 
 
 class RedisServerError(RuntimeError):
@@ -178,7 +202,7 @@ def ping(host: str, port: int, timeout: float = 1.0) -> bool:
         return False
 
 
-class RedisServer:
+class RedisServer(_Started):
     """A Redis-protocol server process on a loopback port, for tests.
 
     ``RedisServer()`` finds a binary with :func:`find_server_binary`; ``start()``
@@ -335,17 +359,6 @@ class RedisServer:
         self.stop()
         shutil.rmtree(self.dir, ignore_errors=True)
 
-    def __enter__(self) -> RedisServer:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
 
 class SentinelServer(RedisServer):
     """A Redis Sentinel (the same binary in Sentinel mode) watching one master, for
@@ -442,7 +455,7 @@ def _read_reply(reader: Any) -> Any:
     raise RedisServerError(f"unexpected reply {line!r}")
 
 
-class SentinelGroup:
+class SentinelGroup(_Started):
     """A Sentinel-managed setup for failover tests: one master, ``replicas`` replicas
     and ``sentinels`` Sentinels (quorum: a majority) on loopback ports.
 
@@ -602,14 +615,3 @@ class SentinelGroup:
         """Stop everything and delete the directories."""
         for process in [*self.sentinels, *self.servers]:
             process.close()
-
-    def __enter__(self) -> SentinelGroup:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
