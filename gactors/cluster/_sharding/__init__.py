@@ -47,6 +47,11 @@ Shape (every name below is internal):
   messages behind it, and is a dead letter only if it still bounces after
   ``_HOLDS`` such waits.
 
+Modules: ``_protocol`` (the messages), ``_allocation`` (``shard_of``, ``allocate``),
+``_shard`` (the shard actor), ``_region`` (the region actor: routing, batching),
+``_handover`` (the hand-over protocol the region runs), ``_api`` (``ClusterSharding``,
+``EntityRef``), ``_inspect`` (read-only views for the inspector and the reminders).
+
 A node that only sends calls ``start_proxy``: its region never hosts; it must not have
 the hosting ``role`` (with ``role=None`` every member hosts, so a sending-only node
 needs the hosts to have a role it lacks).
