@@ -76,8 +76,9 @@ writes to, so a stale incarnation's writes are refused there::
 
 from gactors.cluster._sharding._allocation import allocate, shard_of
 from gactors.cluster._sharding._api import ClusterSharding, EntityRef, _ShardingExtension
+from gactors.cluster._sharding._handover import BUFFER_LIMIT
 from gactors.cluster._sharding._inspect import local_shards, owned_shards
-from gactors.cluster._sharding._protocol import BATCH_LIMIT, BUFFER_LIMIT, ShardingEnvelope
+from gactors.cluster._sharding._protocol import BATCH_LIMIT, ShardingEnvelope
 
 __all__ = [
     "BATCH_LIMIT",

@@ -39,7 +39,7 @@ def local_shards(system: ActorSystem) -> list[dict[str, Any]]:
         if cell is None or not isinstance(region, _Region):
             continue
         allocation: dict[str, int] = {}
-        for owner in region._owners:  # noqa: SLF001  this module's inspection of its own actors
+        for owner in region._sm.owners:  # noqa: SLF001  this module's inspection of its own actors
             if owner is not None:
                 key = prefix + owner
                 allocation[key] = allocation.get(key, 0) + 1
@@ -98,6 +98,6 @@ def owned_shards(system: ActorSystem) -> dict[str, tuple[int, tuple[int, ...]]]:
             continue
         me = region._node_id  # noqa: SLF001  this module's own actor
         hosting = region._entity_props is not None  # noqa: SLF001  this module's own actor
-        mine = tuple(s for s, o in enumerate(region._owners) if hosting and o == me)  # noqa: SLF001
+        mine = tuple(s for s, o in enumerate(region._sm.owners) if hosting and o == me)  # noqa: SLF001
         out[type_name] = (region._n, mine)  # noqa: SLF001  this module's own actor
     return out

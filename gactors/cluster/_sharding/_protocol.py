@@ -13,10 +13,6 @@ from gactors._messages import register_carrier
 from gactors._ref import ActorRef
 from gactors.cluster._serialization import register_message
 
-#: The most messages buffered per shard by a region (while a shard moves) and by a
-#: shard (while it waits for its lease); more are dead letters.
-BUFFER_LIMIT = 10_000
-
 
 @register_message(tag="gactors.cluster.ShardingEnvelope")
 @dataclass(frozen=True, slots=True)
@@ -99,22 +95,10 @@ class _Out:
         ]
 
 
-#: How many times a message may go from region to region (views disagree while nodes
-#: join and leave) before the region holds it until its next look at the view; a
-#: message still bouncing after ``_HOLDS`` such waits is a dead letter.
-_BOUNCES = 3
-_PARKED = 100  # hops // _PARKED: the waits a message had; hops % _PARKED: its bounces since
-_HOLDS = 3
-
 #: The most messages in one batch between regions (bounds the wire message and the
 #: latency of the first one).
 BATCH_LIMIT = 200
 _FLAT_LIMIT = 5 * BATCH_LIMIT
-
-
-def _held(hops: int) -> int:
-    """The hop count of a message once it waited for a look at the view."""
-    return (hops // _PARKED + 1) * _PARKED
 
 
 class _Flush:

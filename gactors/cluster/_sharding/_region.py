@@ -1,5 +1,7 @@
 """The region actor: routes each entity message to its shard's node and batches what
-goes to another region. The hand-over protocol it inherits: ``_handover``."""
+goes to another region. Where a shard's messages go, and what happens while a shard
+moves, is decided by the pure state machine :class:`._handover.RegionState`; this actor
+feeds it the events it receives and carries its commands out."""
 
 from __future__ import annotations
 
@@ -9,8 +11,10 @@ from collections.abc import Callable
 from time import monotonic
 from typing import Any
 
+import gevent
 from gevent.event import Event
 
+from gactors._actor import Actor
 from gactors._messages import Terminated
 from gactors._props import Props
 from gactors._ref import ActorRef
@@ -18,15 +22,22 @@ from gactors.cluster._access import cluster_node
 from gactors.cluster._cluster import Cluster
 from gactors.cluster._events import ClusterEvent, CurrentClusterState
 from gactors.cluster._seam import LeaseStore
-from gactors.cluster._sharding._handover import _Marker, _RegionHandOver, _Waiting
+from gactors.cluster._sharding._handover import (
+    DEAD,
+    DRAIN,
+    DRAINED,
+    GIVE_BACK,
+    HAND_OFF,
+    LEFT,
+    SEND,
+    Held,
+    Member,
+    RegionState,
+)
 from gactors.cluster._sharding._protocol import (
-    _BOUNCES,
     _FLAT_LIMIT,
     _FLUSH,
-    _HOLDS,
-    _PARKED,
     _VIEW_TICK,
-    BUFFER_LIMIT,
     ShardingEnvelope,
     _Drain,
     _Drained,
@@ -34,7 +45,7 @@ from gactors.cluster._sharding._protocol import (
     _Envs,
     _Flush,
     _HandedOff,
-    _held,
+    _HandOff,
     _Leave,
     _Out,
     _RegionBatch,
@@ -47,7 +58,7 @@ from gactors.exceptions import SerializationError
 _log = logging.getLogger("gactors.cluster.sharding")
 
 
-class _Region(_RegionHandOver):
+class _Region(Actor):
     def __init__(
         self,
         type_name: str,
@@ -74,23 +85,20 @@ class _Region(_RegionHandOver):
         self._node_id: str = node.node_id
         self._prefix = f"gactors://{system.name}@"
         self._path = f"/system/sharding-{type_name}"
-        self._owners: list[str | None] = [None] * number_of_shards
-        self._members: set[str] = set()
         self._regions: dict[str, ActorRef] = {}
         self._shards: dict[int, ActorRef] = {}
-        self._last_dest: dict[int, str] = {}
-        self._waiting: dict[int, _Waiting] = {}
-        # Drain markers to confirm once the shard's buffer here is routed, per shard,
-        # and when the first one came (see _break_waits).
-        self._markers: dict[int, list[_Marker]] = {}
-        self._marker_at: dict[int, float] = {}
         self._leaving: Event | None = None
-        self._leave_not_before = 0.0
-        self._leave_deadline = 0.0
-        # Nodes that told us they are leaving (the host flag of what they forward) before
-        # our view shows it: no shard goes to them any more (when -> monotonic time).
-        self._gone: dict[str, float] = {}
-        self._seen: tuple[Any, ...] = ()
+        self._sm = RegionState(
+            type_name,
+            number_of_shards,
+            self._node_id,
+            role,
+            entity_props is not None,
+            node.settings.roles,
+            node.settings.heartbeat_interval,
+            lease_ttl,
+            monotonic,
+        )
         self._out: dict[str, _Out] = {}
         self._flush_scheduled = False
         # The actor's mailbox (read in receive only, in the hub like every mailbox use).
@@ -117,10 +125,8 @@ class _Region(_RegionHandOver):
                 for _s, _eid, msg, snd, _hops in out.messages():
                     system.publish_dead_letter(msg, snd, self.ref)
             self._out.clear()
-        for w in self._waiting.values():
-            for rm, snd in (*w.returned, *w.buffer):
-                system.publish_dead_letter(rm.message, snd, self.ref)
-        self._waiting.clear()
+        for h in self._sm.drop_all():
+            system.publish_dead_letter(h.message, h.sender, self.ref)
         if self._leaving is not None:
             self._leaving.set()
 
@@ -136,8 +142,8 @@ class _Region(_RegionHandOver):
         elif t is _RegionBatch:
             # The batch's messages for local shards go to each shard as one message.
             route, src = self._route, m.src
-            if m.host and src not in self._gone:
-                self._sender_leaves(src)
+            if m.host and self._sm.sender_leaves(src):
+                self._membership()
             collect: dict[int, tuple[ActorRef, list[tuple[_Env, ActorRef | None]]]] = {}
             self._collect = collect
             try:
@@ -163,35 +169,34 @@ class _Region(_RegionHandOver):
             self._flush_scheduled = False
             self._flush()
         elif t is _RegionMsg:
-            if m.host and m.src not in self._gone:
-                self._sender_leaves(m.src)
+            if m.host and self._sm.sender_leaves(m.src):
+                self._membership()
             self._route(m.shard, m.entity_id, m.message, self.context.sender, m.hops, m.src)
         elif t is _Drain:
-            self._drain_request(m)
+            self._sm.drain_request(m.shard, m.reply_to, m.node)
+            self._run()
         elif t is _Drained:
-            w = self._waiting.get(m.shard)
-            if w is not None and w.remote == m.node:
-                w.remote = None
-                self._resolve(m.shard, w)
+            self._sm.drained(m.shard, m.node)
+            self._run()
         elif t is _HandedOff:
-            self._handed_off(m)
+            self._handed_off(m.shard, m.leftover)
         elif t is Terminated:
             for s, ref in list(self._shards.items()):
                 if ref == m.actor:
                     # Stopped without a hand-off report (it failed): nothing to wait for.
-                    self._handed_off(_HandedOff(s, []))
+                    self._handed_off(s, [])
         elif t is _Leave:
-            self._leave(m.done)
+            self._flush()  # what was gathered before the leave goes without the host flag
+            self._leaving = m.done
+            self._sm.leave()
+            self._membership()
         elif isinstance(m, (CurrentClusterState, ClusterEvent)):
             self._membership()
         elif t is _ViewTick:
-            if self._view_key() != self._seen:
+            if self._view_key() != self._sm.seen:
                 self._membership()
-            else:
-                self._unpark()
-                if self._leaving is not None:
-                    self._check_left()
-            self._break_waits()
+            self._sm.tick()
+            self._run()
         else:
             extract = self._extract
             if extract is None:
@@ -224,27 +229,20 @@ class _Region(_RegionHandOver):
         hops: int,
         src: str = "",
     ) -> None:
-        w = self._waiting.get(s)
-        if w is not None:
-            if len(w.buffer) + len(w.returned) < BUFFER_LIMIT:
-                # What the node being drained sends back was sent before anything
-                # buffered here (it left its senders before the drain marker came back).
-                target = w.returned if src and src == w.remote else w.buffer
-                target.append((_RegionMsg(s, eid, msg, hops, False, src), sender))
-            else:
-                self.context.system.publish_dead_letter(msg, sender, self.ref)
-            return
-        owner = self._owners[s]
-        if owner is None:
-            # No node hosts this type (yet): hold it until one joins.
-            w = self._waiting[s] = _Waiting()
-            w.buffer.append((_RegionMsg(s, eid, msg, hops), sender))
-            return
-        if owner == self._node_id:
+        sm = self._sm
+        dest = sm.route(s, eid, msg, sender, hops, src)
+        if dest is not None:
+            self._send(dest, s, eid, msg, sender, hops)
+        elif sm.out:
+            self._run()
+
+    def _send(
+        self, dest: str, s: int, eid: str, msg: Any, sender: ActorRef | None, hops: int
+    ) -> None:
+        if dest == self._node_id:
             shard = self._shards.get(s)
             if shard is None:
                 shard = self._start_shard(s)
-            self._last_dest[s] = owner
             collect = self._collect
             if collect is None:
                 shard.tell(_Env(eid, msg), sender)
@@ -254,41 +252,51 @@ class _Region(_RegionHandOver):
                     c = collect[s] = (shard, [])
                 c[1].append((_Env(eid, msg), sender))
             return
-        if hops % _PARKED >= _BOUNCES:
-            if hops // _PARKED < _HOLDS:
-                # Views disagree (nodes joining and leaving at once): hold the shard's
-                # messages here, in order, until the next look at the view.
-                w = self._waiting[s] = _Waiting()
-                w.parked = True
-                w.parked_view = self._seen
-                w.parked_at = monotonic()
-                w.buffer.append((_RegionMsg(s, eid, msg, _held(hops)), sender))
-                return
-            # Still bouncing after the views had time to agree: do not ping-pong
-            # forever.
-            _log.warning(
-                "sharding region %r: shard %d keeps bouncing (membership views "
-                "disagree); dead letter",
-                self._type,
-                s,
-            )
-            self.context.system.publish_dead_letter(msg, sender, self.ref)
-            return
-        self._last_dest[s] = owner
         # Gathered per node and sent as one batch once the mailbox got to the flush
         # marker told to self now (everything already queued is batched with it), or
         # when the batch is full. Anything else sent to that region (a drain marker)
         # flushes first, so the batch keeps its place on the one ordered path.
-        out = self._out.get(owner)
+        out = self._out.get(dest)
         if out is None:
-            out = self._out[owner] = _Out()
+            out = self._out[dest] = _Out()
         if out.add(s, eid, msg, sender, hops + 1) >= _FLAT_LIMIT or not self._mailbox:
             # Full, or nothing else queued to gather: no reason to wait (a lone message,
             # e.g. the first one to an entity, does not pay a trip through the mailbox).
-            self._flush_to(owner)
+            self._flush_to(dest)
         elif not self._flush_scheduled:
             self._flush_scheduled = True
             self.ref.tell(_FLUSH, None)
+
+    def _run(self) -> None:
+        # Carry out the state machine's commands, in order.
+        sm = self._sm
+        while sm.out:
+            cmds, sm.out = sm.out, []
+            for c in cmds:
+                kind = c[0]
+                if kind == SEND:
+                    self._send(*c[1:])
+                elif kind == DEAD:
+                    self.context.system.publish_dead_letter(c[1], c[2], self.ref)
+                elif kind == HAND_OFF:
+                    shard = self._shards.get(c[1])
+                    if shard is not None:
+                        shard.tell(_HandOff(), self.ref)
+                elif kind == DRAIN:
+                    self._flush_to(c[1])  # the marker goes after everything sent before it
+                    self._region_of(c[1]).tell(_Drain(c[2], self.ref, self._node_id), self.ref)
+                elif kind == DRAINED:
+                    c[1].tell(_Drained(c[2], self._node_id), self.ref)
+                elif kind == GIVE_BACK:
+                    self._give_back(c[1], c[2])
+                elif kind == LEFT:
+                    self._flush()
+                    done = self._leaving
+                    if done is not None:
+                        if c[1] > 0:
+                            gevent.spawn_later(c[1], done.set)
+                        else:
+                            done.set()
 
     def _flush(self) -> None:
         for node in list(self._out):
@@ -350,3 +358,47 @@ class _Region(_RegionHandOver):
         self.context.watch(ref)
         self._shards[s] = ref
         return ref
+
+    # -- membership and hand-over (decided by the state machine) ------------------------------
+    def _view_key(self) -> tuple[Any, ...]:
+        node = cluster_node(self.context.system)
+        return (*((m.address.node, m.status) for m in node.members()), node.leaving_nodes)
+
+    def _membership(self) -> None:
+        members = Cluster(self.context.system).members
+        key = self._view_key()
+        leaving = cluster_node(self.context.system).leaving_nodes
+        self._sm.view(
+            [
+                Member(m.address.node, m.status, m.roles)
+                for m in members
+                if m.address.node is not None
+            ],
+            leaving,
+            key,
+        )
+        self._run()
+        known = self._sm.members
+        for node in list(self._regions):
+            if node not in known:
+                del self._regions[node]
+
+    def _handed_off(self, s: int, leftover: list[tuple[Any, ActorRef | None]]) -> None:
+        ref = self._shards.pop(s, None)
+        if ref is not None:
+            self.context.unwatch(ref)
+        self._sm.handed_off(s, [(env.entity_id, env.message, snd) for env, snd in leftover])
+        self._run()
+
+    def _give_back(self, node: str, held: list[Held]) -> None:
+        out = _Out()
+        for h in held:
+            out.add(h.shard, h.entity_id, h.message, h.sender, h.hops)
+        self._flush_to(node)  # the batch keeps its place behind what went before
+        batch = _RegionBatch(out.flat, out.senders, self._leaving is not None, self._node_id)
+        try:
+            self._region_of(node).tell(batch, self.ref)
+        except SerializationError as e:  # they came over the wire: should not happen
+            _log.warning("sharding region %r: cannot give back %s: %s", self._type, node, e)
+            for h in held:
+                self.context.system.publish_dead_letter(h.message, h.sender, self.ref)

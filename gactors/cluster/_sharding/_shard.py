@@ -18,9 +18,9 @@ from gactors._props import Props
 from gactors._ref import ActorRef
 from gactors.cluster._lease import LeasedProps, LeaseKeeper
 from gactors.cluster._seam import LeaseStore
+from gactors.cluster._sharding._handover import BUFFER_LIMIT
 from gactors.cluster._sharding._protocol import (
     _PASSIVATE_TICK,
-    BUFFER_LIMIT,
     _Acquired,
     _Env,
     _Envs,
