@@ -28,6 +28,9 @@ Commands (tuples, the first item says which):
   (after what was gathered for it), with their hop counts unchanged.
 * ``(LEFT, wait)``: the leave is complete: send what was gathered, and report the
   leave done after ``wait`` seconds (at once if <= 0).
+* ``(SHARD_DRAIN, shard)``: ask the local shard to answer
+  (:meth:`~RegionState.shard_drained`) once it delivered every message routed to it
+  so far (a shard waiting for its lease still holds them).
 """
 
 from __future__ import annotations
@@ -52,7 +55,7 @@ _BOUNCES = 3
 _PARKED = 100  # hops // _PARKED: the waits a message had; hops % _PARKED: its bounces since
 _HOLDS = 3
 
-SEND, DEAD, HAND_OFF, DRAIN, DRAINED, GIVE_BACK, LEFT = range(7)
+SEND, DEAD, HAND_OFF, DRAIN, DRAINED, GIVE_BACK, LEFT, SHARD_DRAIN = range(8)
 
 
 def _held(hops: int) -> int:
@@ -155,6 +158,8 @@ class RegionState:
         # and when the first one came (see _break_waits).
         self.markers: dict[int, list[_Marker]] = {}
         self.marker_at: dict[int, float] = {}
+        # Drain markers waiting for the local shard's answer to SHARD_DRAIN, in order.
+        self.local_markers: dict[int, deque[_Marker]] = {}
         self.leaving = False
         self.leave_not_before = 0.0
         self.leave_deadline = 0.0
@@ -195,7 +200,8 @@ class RegionState:
             return None
         if owner == self.node_id:
             self.last_dest[s] = owner
-            self.local.add(s)
+            if s not in self.local:
+                self.local.add(s)
             return owner
         if hops % _PARKED >= _BOUNCES:
             if hops // _PARKED < _HOLDS:
@@ -313,6 +319,11 @@ class RegionState:
         w = self.waiting.get(s)
         if w is None:
             w = self.waiting[s] = _Waiting()
+        lm = self.local_markers.pop(s, None)
+        if lm:
+            # Its answer will not come: confirmed once the leftover is routed on.
+            for mk in lm:
+                self._add_marker(s, mk.reply_to, mk.node, chained=False)
         # What the shard could not deliver goes first.
         w.buffer.extendleft(
             Held(s, eid, msg, 0, "", snd) for eid, msg, snd in reversed(list(leftover))
@@ -365,7 +376,24 @@ class RegionState:
             self._add_marker(s, reply_to, node, chained=True)
             self._chain_drain(s, last)
             return
+        if last == self.node_id and s in self.local:
+            # Routed to the local shard, which may still hold them (waiting for its
+            # lease) and hand them on later: confirm once it delivered them (found by
+            # the model: confirming at once let the asker's later messages reach the
+            # next owner first).
+            self._local_marker(s, _Marker(reply_to, node, False))
+            return
         self.out.append((DRAINED, reply_to, s))
+
+    def shard_drained(self, s: int, count: int) -> None:
+        """The local shard ``s`` delivered everything routed to it before ``count``
+        SHARD_DRAIN commands: confirm the drain markers waiting for them."""
+        lm = self.local_markers.get(s)
+        while lm and count > 0:
+            count -= 1
+            self.out.append((DRAINED, lm.popleft().reply_to, s))
+        if lm is not None and not lm:
+            del self.local_markers[s]
 
     def drop_all(self) -> list[Held]:
         """The region stops: every message still held (to be dead letters)."""
@@ -442,11 +470,22 @@ class RegionState:
                     self.marker_at[s] = self.clock()
                     self._chain_drain(s, last)
                     return
+            elif last == self.node_id and s in self.local:
+                # Routed to the local shard: confirmed once it delivered them.
+                for mk in markers:
+                    self._local_marker(s, mk)
             else:
                 self._confirm(markers, s)
             del self.markers[s]
             del self.marker_at[s]
         self._check_left()
+
+    def _local_marker(self, s: int, mk: _Marker) -> None:
+        lm = self.local_markers.get(s)
+        if lm is None:
+            lm = self.local_markers[s] = deque()
+        lm.append(mk)
+        self.out.append((SHARD_DRAIN, s))
 
     def _confirm(self, markers: list[_Marker], s: int) -> None:
         for mk in markers:

@@ -160,6 +160,19 @@ class _HandOff:
     __slots__ = ()
 
 
+class _ShardDrain:
+    # "Confirm once you delivered every message I sent you before this one."
+    __slots__ = ()
+
+
+class _ShardDrained:
+    __slots__ = ("count", "shard")
+
+    def __init__(self, shard: int, count: int) -> None:
+        self.shard = shard
+        self.count = count  # how many _ShardDrain this answers
+
+
 class _HandedOff:
     __slots__ = ("leftover", "shard")
 

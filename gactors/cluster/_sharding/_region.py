@@ -30,6 +30,7 @@ from gactors.cluster._sharding._handover import (
     HAND_OFF,
     LEFT,
     SEND,
+    SHARD_DRAIN,
     Held,
     Member,
     RegionState,
@@ -50,6 +51,8 @@ from gactors.cluster._sharding._protocol import (
     _Out,
     _RegionBatch,
     _RegionMsg,
+    _ShardDrain,
+    _ShardDrained,
     _ViewTick,
 )
 from gactors.cluster._sharding._shard import _Shard
@@ -99,6 +102,7 @@ class _Region(Actor):
             lease_ttl,
             monotonic,
         )
+        self._decide = self._sm.route
         self._out: dict[str, _Out] = {}
         self._flush_scheduled = False
         # The actor's mailbox (read in receive only, in the hub like every mailbox use).
@@ -180,6 +184,9 @@ class _Region(Actor):
             self._run()
         elif t is _HandedOff:
             self._handed_off(m.shard, m.leftover)
+        elif t is _ShardDrained:
+            self._sm.shard_drained(m.shard, m.count)
+            self._run()
         elif t is Terminated:
             for s, ref in list(self._shards.items()):
                 if ref == m.actor:
@@ -229,12 +236,33 @@ class _Region(Actor):
         hops: int,
         src: str = "",
     ) -> None:
-        sm = self._sm
-        dest = sm.route(s, eid, msg, sender, hops, src)
-        if dest is not None:
-            self._send(dest, s, eid, msg, sender, hops)
-        elif sm.out:
-            self._run()
+        # The hot path: the state machine decides, and the common outcomes (the local
+        # shard, another node's region) are carried out here without a command.
+        dest = self._decide(s, eid, msg, sender, hops, src)
+        if dest is None:
+            if self._sm.out:
+                self._run()
+        elif dest == self._node_id:
+            shard = self._shards.get(s)
+            if shard is None:
+                shard = self._start_shard(s)
+            collect = self._collect
+            if collect is None:
+                shard.tell(_Env(eid, msg), sender)
+            else:
+                c = collect.get(s)
+                if c is None:
+                    c = collect[s] = (shard, [])
+                c[1].append((_Env(eid, msg), sender))
+        else:
+            out = self._out.get(dest)
+            if out is None:
+                out = self._out[dest] = _Out()
+            if out.add(s, eid, msg, sender, hops + 1) >= _FLAT_LIMIT or not self._mailbox:
+                self._flush_to(dest)
+            elif not self._flush_scheduled:
+                self._flush_scheduled = True
+                self.ref.tell(_FLUSH, None)
 
     def _send(
         self, dest: str, s: int, eid: str, msg: Any, sender: ActorRef | None, hops: int
@@ -289,6 +317,10 @@ class _Region(Actor):
                     c[1].tell(_Drained(c[2], self._node_id), self.ref)
                 elif kind == GIVE_BACK:
                     self._give_back(c[1], c[2])
+                elif kind == SHARD_DRAIN:
+                    shard = self._shards.get(c[1])
+                    if shard is not None:
+                        shard.tell(_ShardDrain(), self.ref)
                 elif kind == LEFT:
                     self._flush()
                     done = self._leaving

@@ -29,6 +29,8 @@ from gactors.cluster._sharding._protocol import (
     _Lost,
     _PassivateTick,
     _Released,
+    _ShardDrain,
+    _ShardDrained,
 )
 from gactors.cluster._singleton import poll_interval
 
@@ -68,6 +70,9 @@ class _Shard(Actor):
         self._passivating: dict[str, list[tuple[Any, ActorRef | None]]] = {}
         self._handing_off = False
         self._done = False
+        # _ShardDrain requests not answered yet: answered once every message that came
+        # before them was delivered to its entity (after a hand-off the region answers).
+        self._drain_asked = 0
 
     def pre_start(self) -> None:
         ref = self.ref
@@ -104,6 +109,10 @@ class _Shard(Actor):
             while buf and self._token is not None:
                 env, snd = buf.popleft()
                 self._deliver(env.entity_id, env.message, snd)
+            self._maybe_drained()
+        elif t is _ShardDrain:
+            self._drain_asked += 1
+            self._maybe_drained()
         elif t is Terminated:
             self._terminated(m.actor)
         elif t is _PassivateTick:
@@ -179,6 +188,18 @@ class _Shard(Actor):
             # Messages that came while it passivated: start it again, in order.
             for msg, snd in waiting:
                 self._deliver(eid, msg, snd)
+            self._maybe_drained()
+
+    def _maybe_drained(self) -> None:
+        if (
+            self._drain_asked
+            and self._token is not None
+            and not self._handing_off
+            and not self._buffer
+            and not any(self._passivating.values())
+        ):
+            self.context.parent.tell(_ShardDrained(self._shard, self._drain_asked), self.ref)
+            self._drain_asked = 0
 
     def _passivate_idle(self) -> None:
         if self._handing_off or self._passivate is None:
