@@ -21,14 +21,6 @@ MAX_CYCLE = 8
 MAX_LINES = 800
 MAX_TYPE_IGNORES = 15
 
-# ---------------------------------------------------------------------------------
-# TEMPORARY EXEMPTION, delete it (and its two uses below) once cluster/_sharding.py
-# is split into a package (issue 24, the `sharding` work): until then, that one file
-# may stay over MAX_LINES and its `type: ignore`s are not counted. Once the file is
-# gone it exempts nothing.
-SHARDING_NOT_YET_SPLIT = "gactors/cluster/_sharding.py"
-# ---------------------------------------------------------------------------------
-
 
 @pytest.fixture(scope="module")
 def measure() -> ModuleType:
@@ -59,13 +51,11 @@ def test_the_largest_cycle_counting_type_checking_imports_is_small(
 
 def test_no_module_is_over_800_lines(measure: ModuleType) -> None:
     long = measure.long_files(PACKAGE, MAX_LINES)
-    long.pop(SHARDING_NOT_YET_SPLIT, None)  # the temporary exemption above
     assert long == {}, f"split these by concern: {long}"
 
 
 def test_few_type_ignores(measure: ModuleType) -> None:
     ignores = measure.type_ignores(PACKAGE)
-    ignores.pop(SHARDING_NOT_YET_SPLIT, None)  # the temporary exemption above
     count = sum(map(len, ignores.values()))
     assert count <= MAX_TYPE_IGNORES, f"{count} type: ignore comments: {ignores}"
 

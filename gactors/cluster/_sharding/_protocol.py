@@ -1,0 +1,210 @@
+"""The sharding protocol's messages: what travels between regions (registered wire
+messages: their tags must never change), and what a region, its shards and the node
+tell each other inside one process. See :mod:`gactors.cluster._sharding`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+from gevent.event import Event
+
+from gactors._messages import register_carrier
+from gactors._ref import ActorRef
+from gactors.cluster._serialization import register_message
+
+
+@register_message(tag="gactors.cluster.ShardingEnvelope")
+@dataclass(frozen=True, slots=True)
+class ShardingEnvelope:
+    """A message for the entity ``entity_id``, sent to a region."""
+
+    entity_id: str
+    message: Any
+
+
+@register_message(tag="gactors.cluster.sharding.Msg")
+class _RegionMsg(NamedTuple):
+    # A message forwarded from one region to the owner's region (a NamedTuple: the
+    # cheapest registered shape to build and encode, once per message).
+    shard: int
+    entity_id: str
+    message: Any
+    hops: int = 0
+    # Sent by a leaving region: the receiver stops counting that node as a host before
+    # its own view shows the leave (see _Region._sender_leaves).
+    host: bool = False
+    # The node of the region that forwarded it.
+    src: str = ""
+
+
+@register_message(tag="gactors.cluster.sharding.Batch")
+class _RegionBatch(NamedTuple):
+    # Messages one region forwards to another, gathered while its mailbox had more
+    # (one wire message, one decode and one mailbox hop per batch instead of per
+    # message). flat: shard, entity_id, message, sender index (-1: no sender), hops,
+    # then the next message..., in the order sent; each sender travels once per batch
+    # in senders (a flat list of plain values costs the codec least per message).
+    flat: list[Any]
+    senders: list[ActorRef]
+    host: bool
+    src: str
+
+
+def _unpack_batch(batch: _RegionBatch, _sender: ActorRef | None) -> list[tuple[Any, Any]]:
+    f, snd = batch.flat, batch.senders
+    return [(f[k + 2], snd[f[k + 3]] if f[k + 3] >= 0 else None) for k in range(0, len(f), 5)]
+
+
+def _unpack_msg(msg: _RegionMsg, sender: ActorRef | None) -> list[tuple[Any, Any]]:
+    return [(msg.message, sender)]
+
+
+class _Out:
+    # A batch being gathered for one node (the wire form of _RegionBatch).
+    __slots__ = ("flat", "index", "last", "last_i", "senders")
+
+    def __init__(self) -> None:
+        self.flat: list[Any] = []
+        self.senders: list[ActorRef] = []
+        self.index: dict[ActorRef, int] = {}
+        self.last: ActorRef | None = None
+        self.last_i = -1
+
+    def add(self, s: int, eid: str, msg: Any, snd: ActorRef | None, hops: int) -> int:
+        if snd is None:
+            i = -1
+        elif snd is self.last:
+            i = self.last_i
+        else:
+            got = self.index.get(snd)
+            if got is None:
+                got = self.index[snd] = len(self.senders)
+                self.senders.append(snd)
+            i = self.last_i = got
+            self.last = snd
+        flat = self.flat
+        flat += (s, eid, msg, i, hops)
+        return len(flat)
+
+    def messages(self) -> list[tuple[int, str, Any, ActorRef | None, int]]:
+        f, snd = self.flat, self.senders
+        return [
+            (f[k], f[k + 1], f[k + 2], snd[f[k + 3]] if f[k + 3] >= 0 else None, f[k + 4])
+            for k in range(0, len(f), 5)
+        ]
+
+
+#: The most messages in one batch between regions (bounds the wire message and the
+#: latency of the first one).
+BATCH_LIMIT = 200
+_FLAT_LIMIT = 5 * BATCH_LIMIT
+
+
+class _Flush:
+    __slots__ = ()
+
+
+_FLUSH = _Flush()
+
+
+@register_message(tag="gactors.cluster.sharding.Drain")
+@dataclass(frozen=True, slots=True)
+class _Drain:
+    # "I send shard's messages elsewhere from now on; confirm you routed my earlier ones."
+    shard: int
+    reply_to: ActorRef
+    node: str
+
+
+@register_message(tag="gactors.cluster.sharding.Drained")
+@dataclass(frozen=True, slots=True)
+class _Drained:
+    shard: int
+    node: str
+
+
+class _Env:
+    __slots__ = ("entity_id", "message")
+
+    def __init__(self, entity_id: str, message: Any) -> None:
+        self.entity_id = entity_id
+        self.message = message
+
+
+class _Envs:
+    # The messages for one shard out of one batch from another region, in order.
+    __slots__ = ("items",)
+
+    def __init__(self, items: list[tuple[_Env, ActorRef | None]]) -> None:
+        self.items = items
+
+
+# A region batch or forward that cannot reach its node (gone, drained, full), or an
+# envelope for a shard that stopped, is dead-lettered as the entity messages it
+# carries: one DeadLetter per message, as if it had been sent alone.
+register_carrier(_RegionBatch, _unpack_batch)
+register_carrier(_RegionMsg, _unpack_msg)
+register_carrier(_Env, lambda env, sender: [(env.message, sender)])
+register_carrier(_Envs, lambda envs, _sender: [(env.message, s) for env, s in envs.items])
+
+
+class _Acquired:
+    __slots__ = ("token",)
+
+    def __init__(self, token: int | None) -> None:
+        self.token = token
+
+
+class _HandOff:
+    __slots__ = ()
+
+
+class _ShardDrain:
+    # "Confirm once you delivered every message I sent you before this one."
+    __slots__ = ()
+
+
+class _ShardDrained:
+    __slots__ = ("count", "shard")
+
+    def __init__(self, shard: int, count: int) -> None:
+        self.shard = shard
+        self.count = count  # how many _ShardDrain this answers
+
+
+class _HandedOff:
+    __slots__ = ("leftover", "shard")
+
+    def __init__(self, shard: int, leftover: list[tuple[Any, ActorRef | None]]) -> None:
+        self.shard = shard
+        self.leftover = leftover
+
+
+class _Lost:
+    __slots__ = ()
+
+
+class _Released:
+    __slots__ = ()
+
+
+class _PassivateTick:
+    __slots__ = ()
+
+
+class _ViewTick:
+    __slots__ = ()
+
+
+_VIEW_TICK = _ViewTick()
+
+
+class _Leave:
+    __slots__ = ("done",)
+
+    def __init__(self, done: Event) -> None:
+        self.done = done
+
+
+_PASSIVATE_TICK = _PassivateTick()

@@ -1,0 +1,436 @@
+"""The region actor: routes each entity message to its shard's node and batches what
+goes to another region. Where a shard's messages go, and what happens while a shard
+moves, is decided by the pure state machine :class:`._handover.RegionState`; this actor
+feeds it the events it receives and carries its commands out."""
+
+from __future__ import annotations
+
+import logging
+import zlib
+from collections.abc import Callable
+from time import monotonic
+from typing import Any
+
+import gevent
+from gevent.event import Event
+
+from gactors._actor import Actor
+from gactors._messages import Terminated
+from gactors._props import Props
+from gactors._ref import ActorRef
+from gactors.cluster._access import cluster_node
+from gactors.cluster._cluster import Cluster
+from gactors.cluster._events import ClusterEvent, CurrentClusterState
+from gactors.cluster._seam import LeaseStore
+from gactors.cluster._sharding._handover import (
+    DEAD,
+    DRAIN,
+    DRAINED,
+    GIVE_BACK,
+    HAND_OFF,
+    LEFT,
+    SEND,
+    SHARD_DRAIN,
+    Held,
+    Member,
+    RegionState,
+)
+from gactors.cluster._sharding._protocol import (
+    _FLAT_LIMIT,
+    _FLUSH,
+    _VIEW_TICK,
+    ShardingEnvelope,
+    _Drain,
+    _Drained,
+    _Env,
+    _Envs,
+    _Flush,
+    _HandedOff,
+    _HandOff,
+    _Leave,
+    _Out,
+    _RegionBatch,
+    _RegionMsg,
+    _ShardDrain,
+    _ShardDrained,
+    _ViewTick,
+)
+from gactors.cluster._sharding._shard import _Shard
+from gactors.exceptions import SerializationError
+
+_log = logging.getLogger("gactors.cluster.sharding")
+
+
+class _Region(Actor):
+    def __init__(
+        self,
+        type_name: str,
+        entity_props: Props | Callable[[str], Props] | None,
+        extract: Callable[[Any], tuple[str, Any]] | None,
+        number_of_shards: int,
+        role: str | None,
+        passivate: float | None,
+        stop_message: Any,
+        store: LeaseStore,
+        lease_ttl: float,
+    ) -> None:
+        self._type = type_name
+        self._entity_props = entity_props
+        self._extract = extract
+        self._n = number_of_shards
+        self._role = role
+        self._passivate = passivate
+        self._stop_message = stop_message
+        self._store = store
+        self._ttl = lease_ttl
+        system = self.context.system
+        node = cluster_node(system)
+        self._node_id: str = node.node_id
+        self._prefix = f"gactors://{system.name}@"
+        self._path = f"/system/sharding-{type_name}"
+        self._regions: dict[str, ActorRef] = {}
+        self._shards: dict[int, ActorRef] = {}
+        self._leaving: Event | None = None
+        self._sm = RegionState(
+            type_name,
+            number_of_shards,
+            self._node_id,
+            role,
+            entity_props is not None,
+            node.settings.roles,
+            node.settings.heartbeat_interval,
+            lease_ttl,
+            monotonic,
+        )
+        self._decide = self._sm.route
+        self._out: dict[str, _Out] = {}
+        self._flush_scheduled = False
+        # The actor's mailbox (read in receive only, in the hub like every mailbox use).
+        self._mailbox = self.context._cell.ensure_mailbox()  # noqa: SLF001  the region's own cell (its mailbox)
+        # While a batch is routed: shard -> (its ref, its messages from the batch).
+        self._collect: dict[int, tuple[ActorRef, list[tuple[_Env, ActorRef | None]]]] | None = None
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    def pre_start(self) -> None:
+        Cluster(self.context.system).subscribe(self.ref)
+        # A member turning "leaving" publishes no event: look at the view every
+        # heartbeat (in memory, no I/O) and recompute when it changed.
+        hb = cluster_node(self.context.system).settings.heartbeat_interval
+        self.timers.start_timer_with_fixed_delay("view", _VIEW_TICK, hb)
+
+    def post_stop(self) -> None:
+        Cluster(self.context.system).unsubscribe(self.ref)
+        system = self.context.system
+        try:
+            self._flush()
+        except Exception:
+            _log.exception("sharding region %r: cannot send its last batch", self._type)
+            for out in self._out.values():
+                for _s, _eid, msg, snd, _hops in out.messages():
+                    system.publish_dead_letter(msg, snd, self.ref)
+            self._out.clear()
+        for h in self._sm.drop_all():
+            system.publish_dead_letter(h.message, h.sender, self.ref)
+        if self._leaving is not None:
+            self._leaving.set()
+
+    # -- messages ----------------------------------------------------------------------------
+    def receive(self, m: Any) -> None:
+        t = type(m)
+        if t is ShardingEnvelope:
+            eid = m.entity_id
+            if type(eid) is not str:
+                self._bad(m, f"entity_id must be a str, not {type(eid).__name__}")
+                return
+            self._route(zlib.crc32(eid.encode()) % self._n, eid, m.message, self.context.sender, 0)
+        elif t is _RegionBatch:
+            # The batch's messages for local shards go to each shard as one message.
+            route, src = self._route, m.src
+            if m.host and self._sm.sender_leaves(src):
+                self._membership()
+            collect: dict[int, tuple[ActorRef, list[tuple[_Env, ActorRef | None]]]] = {}
+            self._collect = collect
+            try:
+                f, senders = m.flat, m.senders
+                for k in range(0, len(f), 5):
+                    i = f[k + 3]
+                    route(
+                        f[k],
+                        f[k + 1],
+                        f[k + 2],
+                        senders[i] if i >= 0 else None,
+                        f[k + 4],
+                        src,
+                    )
+            finally:
+                self._collect = None
+                for shard, items in collect.values():
+                    if len(items) == 1:
+                        shard.tell(items[0][0], items[0][1])
+                    else:
+                        shard.tell(_Envs(items), self.ref)
+        elif t is _Flush:
+            self._flush_scheduled = False
+            self._flush()
+        elif t is _RegionMsg:
+            if m.host and self._sm.sender_leaves(m.src):
+                self._membership()
+            self._route(m.shard, m.entity_id, m.message, self.context.sender, m.hops, m.src)
+        elif t is _Drain:
+            self._sm.drain_request(m.shard, m.reply_to, m.node)
+            self._run()
+        elif t is _Drained:
+            self._sm.drained(m.shard, m.node)
+            self._run()
+        elif t is _HandedOff:
+            self._handed_off(m.shard, m.leftover)
+        elif t is _ShardDrained:
+            self._sm.shard_drained(m.shard, m.count)
+            self._run()
+        elif t is Terminated:
+            for s, ref in list(self._shards.items()):
+                if ref == m.actor:
+                    # Stopped without a hand-off report (it failed): nothing to wait for.
+                    self._handed_off(s, [])
+        elif t is _Leave:
+            self._flush()  # what was gathered before the leave goes without the host flag
+            self._leaving = m.done
+            self._sm.leave()
+            self._membership()
+        elif isinstance(m, (CurrentClusterState, ClusterEvent)):
+            self._membership()
+        elif t is _ViewTick:
+            if self._view_key() != self._sm.seen:
+                self._membership()
+            self._sm.tick()
+            self._run()
+        else:
+            extract = self._extract
+            if extract is None:
+                self._bad(
+                    m,
+                    "a message to a sharding region must be a ShardingEnvelope (or give "
+                    "extract_entity_id)",
+                )
+                return
+            try:
+                eid, msg = extract(m)
+            except Exception as e:
+                self._bad(m, f"extract_entity_id failed: {type(e).__name__}: {e}")
+                return
+            if type(eid) is not str:
+                self._bad(m, f"extract_entity_id must return a str id, not {type(eid).__name__}")
+                return
+            self._route(zlib.crc32(eid.encode()) % self._n, eid, msg, self.context.sender, 0)
+
+    def _bad(self, m: Any, why: str) -> None:
+        _log.warning("sharding region %r: dead letter %r: %s", self._type, m, why)
+        self.context.system.publish_dead_letter(m, self.context.sender, self.ref)
+
+    def _route(
+        self,
+        s: int,
+        eid: str,
+        msg: Any,
+        sender: ActorRef | None,
+        hops: int,
+        src: str = "",
+    ) -> None:
+        # The hot path: the state machine decides, and the common outcomes (the local
+        # shard, another node's region) are carried out here without a command.
+        dest = self._decide(s, eid, msg, sender, hops, src)
+        if dest is None:
+            if self._sm.out:
+                self._run()
+        elif dest == self._node_id:
+            shard = self._shards.get(s)
+            if shard is None:
+                shard = self._start_shard(s)
+            collect = self._collect
+            if collect is None:
+                shard.tell(_Env(eid, msg), sender)
+            else:
+                c = collect.get(s)
+                if c is None:
+                    c = collect[s] = (shard, [])
+                c[1].append((_Env(eid, msg), sender))
+        else:
+            out = self._out.get(dest)
+            if out is None:
+                out = self._out[dest] = _Out()
+            if out.add(s, eid, msg, sender, hops + 1) >= _FLAT_LIMIT or not self._mailbox:
+                self._flush_to(dest)
+            elif not self._flush_scheduled:
+                self._flush_scheduled = True
+                self.ref.tell(_FLUSH, None)
+
+    def _send(
+        self, dest: str, s: int, eid: str, msg: Any, sender: ActorRef | None, hops: int
+    ) -> None:
+        if dest == self._node_id:
+            shard = self._shards.get(s)
+            if shard is None:
+                shard = self._start_shard(s)
+            collect = self._collect
+            if collect is None:
+                shard.tell(_Env(eid, msg), sender)
+            else:
+                c = collect.get(s)
+                if c is None:
+                    c = collect[s] = (shard, [])
+                c[1].append((_Env(eid, msg), sender))
+            return
+        # Gathered per node and sent as one batch once the mailbox got to the flush
+        # marker told to self now (everything already queued is batched with it), or
+        # when the batch is full. Anything else sent to that region (a drain marker)
+        # flushes first, so the batch keeps its place on the one ordered path.
+        out = self._out.get(dest)
+        if out is None:
+            out = self._out[dest] = _Out()
+        if out.add(s, eid, msg, sender, hops + 1) >= _FLAT_LIMIT or not self._mailbox:
+            # Full, or nothing else queued to gather: no reason to wait (a lone message,
+            # e.g. the first one to an entity, does not pay a trip through the mailbox).
+            self._flush_to(dest)
+        elif not self._flush_scheduled:
+            self._flush_scheduled = True
+            self.ref.tell(_FLUSH, None)
+
+    def _run(self) -> None:
+        # Carry out the state machine's commands, in order.
+        sm = self._sm
+        while sm.out:
+            cmds, sm.out = sm.out, []
+            for c in cmds:
+                kind = c[0]
+                if kind == SEND:
+                    self._send(*c[1:])
+                elif kind == DEAD:
+                    self.context.system.publish_dead_letter(c[1], c[2], self.ref)
+                elif kind == HAND_OFF:
+                    shard = self._shards.get(c[1])
+                    if shard is not None:
+                        shard.tell(_HandOff(), self.ref)
+                elif kind == DRAIN:
+                    self._flush_to(c[1])  # the marker goes after everything sent before it
+                    self._region_of(c[1]).tell(_Drain(c[2], self.ref, self._node_id), self.ref)
+                elif kind == DRAINED:
+                    c[1].tell(_Drained(c[2], self._node_id), self.ref)
+                elif kind == GIVE_BACK:
+                    self._give_back(c[1], c[2])
+                elif kind == SHARD_DRAIN:
+                    shard = self._shards.get(c[1])
+                    if shard is not None:
+                        shard.tell(_ShardDrain(), self.ref)
+                elif kind == LEFT:
+                    self._flush()
+                    done = self._leaving
+                    if done is not None:
+                        if c[1] > 0:
+                            gevent.spawn_later(c[1], done.set)
+                        else:
+                            done.set()
+
+    def _flush(self) -> None:
+        for node in list(self._out):
+            self._flush_to(node)
+
+    def _flush_to(self, node: str) -> None:
+        out = self._out.pop(node, None)
+        if out is None or not out.flat:
+            return
+        ref = self._region_of(node)
+        host = self._leaving is not None
+        try:
+            ref.tell(_RegionBatch(out.flat, out.senders, host, self._node_id), self.ref)
+        except SerializationError:
+            # One of them cannot travel (or the batch is too big): send one by one so
+            # only the unusable ones become dead letters.
+            for s, eid, msg, snd, hops in out.messages():
+                try:
+                    one = _RegionBatch(
+                        [s, eid, msg, -1 if snd is None else 0, hops],
+                        [] if snd is None else [snd],
+                        host,
+                        self._node_id,
+                    )
+                    ref.tell(one, self.ref)
+                except SerializationError as e:
+                    _log.warning(
+                        "sharding region %r: dead letter for entity %r: %s", self._type, eid, e
+                    )
+                    self.context.system.publish_dead_letter(msg, snd, self.ref)
+
+    def _region_of(self, node: str) -> ActorRef:
+        ref = self._regions.get(node)
+        if ref is None:
+            from gactors._path import ActorPath
+
+            ref = cluster_node(self.context.system).remote_ref(
+                ActorPath.parse(self._prefix + node + self._path, self.context.system.name), 0
+            )
+            self._regions[node] = ref
+        return ref
+
+    def _start_shard(self, s: int) -> ActorRef:
+        assert self._entity_props is not None
+        ref = self.context.actor_of(
+            Props(
+                _Shard,
+                s,
+                self._entity_props,
+                self._passivate,
+                self._stop_message,
+                self._store,
+                f"shard:{self._type}:{s}",
+                self._node_id,
+                self._ttl,
+            ),
+            str(s),
+        )
+        self.context.watch(ref)
+        self._shards[s] = ref
+        return ref
+
+    # -- membership and hand-over (decided by the state machine) ------------------------------
+    def _view_key(self) -> tuple[Any, ...]:
+        node = cluster_node(self.context.system)
+        return (*((m.address.node, m.status) for m in node.members()), node.leaving_nodes)
+
+    def _membership(self) -> None:
+        members = Cluster(self.context.system).members
+        key = self._view_key()
+        leaving = cluster_node(self.context.system).leaving_nodes
+        self._sm.view(
+            [
+                Member(m.address.node, m.status, m.roles)
+                for m in members
+                if m.address.node is not None
+            ],
+            leaving,
+            key,
+        )
+        self._run()
+        known = self._sm.members
+        for node in list(self._regions):
+            if node not in known:
+                del self._regions[node]
+
+    def _handed_off(self, s: int, leftover: list[tuple[Any, ActorRef | None]]) -> None:
+        ref = self._shards.pop(s, None)
+        if ref is not None:
+            self.context.unwatch(ref)
+        self._sm.handed_off(s, [(env.entity_id, env.message, snd) for env, snd in leftover])
+        self._run()
+
+    def _give_back(self, node: str, held: list[Held]) -> None:
+        out = _Out()
+        for h in held:
+            out.add(h.shard, h.entity_id, h.message, h.sender, h.hops)
+        self._flush_to(node)  # the batch keeps its place behind what went before
+        batch = _RegionBatch(out.flat, out.senders, self._leaving is not None, self._node_id)
+        try:
+            self._region_of(node).tell(batch, self.ref)
+        except SerializationError as e:  # they came over the wire: should not happen
+            _log.warning("sharding region %r: cannot give back %s: %s", self._type, node, e)
+            for h in held:
+                self.context.system.publish_dead_letter(h.message, h.sender, self.ref)

@@ -1,0 +1,248 @@
+"""The shard actor: runs a shard's entities while it holds the shard's lease."""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from collections.abc import Callable
+from time import monotonic
+from typing import Any
+from urllib.parse import quote
+from uuid import uuid4
+
+from greenlet import getcurrent
+
+from gactors._actor import Actor
+from gactors._messages import Terminated
+from gactors._props import Props
+from gactors._ref import ActorRef
+from gactors.cluster._lease import LeasedProps, LeaseKeeper
+from gactors.cluster._seam import LeaseStore
+from gactors.cluster._sharding._handover import BUFFER_LIMIT
+from gactors.cluster._sharding._protocol import (
+    _PASSIVATE_TICK,
+    _Acquired,
+    _Env,
+    _Envs,
+    _HandedOff,
+    _HandOff,
+    _Lost,
+    _PassivateTick,
+    _Released,
+    _ShardDrain,
+    _ShardDrained,
+)
+from gactors.cluster._singleton import poll_interval
+
+_log = logging.getLogger("gactors.cluster.sharding")
+
+
+class _Shard(Actor):
+    def __init__(
+        self,
+        shard: int,
+        entity_props: Props | Callable[[str], Props],
+        passivate: float | None,
+        stop_message: Any,
+        store: LeaseStore,
+        lease: str,
+        owner: str,
+        lease_ttl: float,
+    ) -> None:
+        self._shard = shard
+        self._entity_props = entity_props
+        self._passivate = passivate
+        self._stop_message = stop_message
+        ref = self.ref
+        # on_lost runs in the renewing greenlet: only a message.
+        # One owner name per incarnation, not the node's id: the store's acquire is
+        # re-entrant per owner, so a closed keeper of an earlier incarnation on this
+        # node giving back its late grant would release this one's lease too.
+        self._keeper = LeaseKeeper(
+            store, lease, f"{owner}#{uuid4().hex[:12]}", lease_ttl, lambda: ref.tell(_Lost(), None)
+        )
+        self._poll = poll_interval(lease_ttl)
+        self._token: int | None = None
+        self._buffer: deque[tuple[Any, ActorRef | None]] = deque()  # until the lease
+        self._entities: dict[str, ActorRef] = {}
+        self._ids: dict[ActorRef, str] = {}
+        self._last: dict[str, float] = {}
+        self._passivating: dict[str, list[tuple[Any, ActorRef | None]]] = {}
+        self._handing_off = False
+        self._done = False
+        # _ShardDrain requests not answered yet: answered once every message that came
+        # before them was delivered to its entity (after a hand-off the region answers).
+        self._drain_asked = 0
+
+    def pre_start(self) -> None:
+        ref = self.ref
+        self._keeper.acquire_in_background(
+            lambda token: ref.tell(_Acquired(token), None), self._poll
+        )
+        if self._passivate is not None:
+            every = min(max(self._passivate / 4, 0.05), 5.0)
+            self.timers.start_timer_with_fixed_delay("passivate", _PASSIVATE_TICK, every)
+
+    def post_stop(self) -> None:
+        # The entities (children) have terminated before post_stop.
+        self._keeper.let_go(blocking=getcurrent() is not self.context.system._hub)
+        system = self.context.system
+        for env, snd in self._buffer:
+            system.publish_dead_letter(env.message, snd, self.ref)
+        self._buffer.clear()
+
+    def receive(self, m: Any) -> None:
+        t = type(m)
+        if t is _Env:
+            self._env(m, self.context.sender)
+        elif t is _Envs:
+            env = self._env
+            for e, snd in m.items:
+                env(e, snd)
+        elif t is _Acquired:
+            if self._handing_off:
+                self._release()
+                return
+            self._token = m.token
+            _log.debug("shard %s: lease token %d", self.context.self.path, m.token)
+            buf = self._buffer
+            while buf and self._token is not None:
+                env, snd = buf.popleft()
+                self._deliver(env.entity_id, env.message, snd)
+            self._maybe_drained()
+        elif t is _ShardDrain:
+            self._drain_asked += 1
+            self._maybe_drained()
+        elif t is Terminated:
+            self._terminated(m.actor)
+        elif t is _PassivateTick:
+            self._passivate_idle()
+        elif t is _HandOff:
+            self._hand_off()
+        elif t is _Released:
+            self._finish()
+        elif t is _Lost:
+            _log.warning(
+                "shard %s lost its lease: stopping its %d entities now",
+                self.context.self.path,
+                len(self._entities),
+            )
+            self._token = None
+            for ref in list(self._entities.values()):
+                self.context.stop(ref)
+            self._handing_off = True
+            if not self._entities:
+                self._finish()
+        else:
+            self.unhandled(m)
+
+    def _env(self, m: _Env, sender: ActorRef | None) -> None:
+        if self._token is None or self._handing_off:
+            if len(self._buffer) < BUFFER_LIMIT:
+                self._buffer.append((m, sender))
+            else:
+                self.context.system.publish_dead_letter(m.message, sender, self.ref)
+            return
+        self._deliver(m.entity_id, m.message, sender)
+
+    def _deliver(self, eid: str, message: Any, sender: ActorRef | None) -> None:
+        ref = self._entities.get(eid)
+        if ref is None:
+            waiting = self._passivating.get(eid)
+            if waiting is not None:
+                waiting.append((message, sender))
+                return
+            ref = self._start_entity(eid)
+        if self._passivate is not None:
+            self._last[eid] = monotonic()
+        ref.tell(message, sender)
+
+    def _start_entity(self, eid: str) -> ActorRef:
+        ep = self._entity_props
+        props = ep if isinstance(ep, Props) else ep(eid)
+        if not isinstance(props, Props):
+            raise TypeError(f"entity_props({eid!r}) must return Props, not {type(props).__name__}")
+        assert self._token is not None
+        ref = self.context.actor_of(
+            LeasedProps.of(props, eid, self._token), quote(eid, safe="-_.~:@&=+,!*'")
+        )
+        self.context.watch(ref)
+        self._entities[eid] = ref
+        self._ids[ref] = eid
+        return ref
+
+    def _terminated(self, ref: ActorRef) -> None:
+        eid = self._ids.pop(ref, None)
+        if eid is None:
+            return
+        self._entities.pop(eid, None)
+        self._last.pop(eid, None)
+        waiting = self._passivating.pop(eid, None)
+        if self._handing_off:
+            if waiting:
+                self._buffer.extend((_Env(eid, msg), snd) for msg, snd in waiting)
+            if not self._entities:
+                self._release()
+            return
+        if waiting and self._token is not None:
+            # Messages that came while it passivated: start it again, in order.
+            for msg, snd in waiting:
+                self._deliver(eid, msg, snd)
+            self._maybe_drained()
+
+    def _maybe_drained(self) -> None:
+        if (
+            self._drain_asked
+            and self._token is not None
+            and not self._handing_off
+            and not self._buffer
+            and not any(self._passivating.values())
+        ):
+            self.context.parent.tell(_ShardDrained(self._shard, self._drain_asked), self.ref)
+            self._drain_asked = 0
+
+    def _passivate_idle(self) -> None:
+        if self._handing_off or self._passivate is None:
+            return
+        limit = monotonic() - self._passivate
+        for eid, at in list(self._last.items()):
+            if at <= limit and eid not in self._passivating:
+                self._passivating[eid] = []
+                del self._last[eid]
+                self._entities[eid].tell(self._stop_message, self.ref)
+
+    def _hand_off(self) -> None:
+        if self._handing_off:
+            return
+        self._handing_off = True
+        if self._token is None:
+            if self._keeper.token is not None:
+                # Granted, its _Acquired not here yet: give it back first.
+                self._release()
+            else:
+                # Still acquiring: stop, and a grant in flight is given back when it
+                # arrives (killing the request instead would leave the lease held by
+                # nobody for a whole ttl, and the next owner waiting for it).
+                self._keeper.close()
+                self._finish()
+            return
+        if not self._entities:
+            self._release()
+            return
+        for eid, ref in self._entities.items():
+            if eid not in self._passivating:
+                ref.tell(self._stop_message, self.ref)
+
+    def _release(self) -> None:
+        ref = self.ref
+        self._token = None
+        self._keeper.release_in_background(lambda: ref.tell(_Released(), None))
+
+    def _finish(self) -> None:
+        if self._done:
+            return
+        self._done = True
+        leftover = list(self._buffer)
+        self._buffer.clear()
+        self.context.parent.tell(_HandedOff(self._shard, leftover), self.ref)
+        self.context.stop(self.ref)
