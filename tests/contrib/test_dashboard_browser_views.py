@@ -21,13 +21,15 @@ from gevent.pywsgi import WSGIServer
 from gactors import Actor, ActorSystem, Props
 from gactors.contrib.dashboard import DashboardApp
 from gactors.testkit import await_condition
-from tests.contrib.test_dashboard_browser import TOKEN, browser  # noqa: F401  the fixture
-from tests.contrib.test_dashboard_views import Parent, Silent, Watcher
+
+from .test_dashboard_browser import TOKEN, browser  # noqa: F401  the fixture
+from .test_dashboard_views import Parent, Silent, Watcher
 
 pytest.importorskip("msgspec")
 
+from persistence._recorder import Recorder
+
 from gactors.reminders import Reminders
-from tests.persistence._recorder import Recorder
 
 
 @pytest.fixture

@@ -17,7 +17,8 @@ import pytest
 from gactors import Actor, ActorSystem, OneForOneStrategy, Props
 from gactors.contrib.dashboard import DashboardApp
 from gactors.testkit import await_condition
-from tests.contrib.test_dashboard import call
+
+from .test_dashboard import call
 
 pytest.importorskip("msgspec")
 

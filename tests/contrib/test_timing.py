@@ -18,7 +18,8 @@ from prometheus_client import CollectorRegistry, generate_latest  # noqa: E402
 from gactors import Actor, ActorSystem, ConfigError, Props  # noqa: E402
 from gactors._timing import BOUNDS, Histo, percentile, timing_for  # noqa: E402
 from gactors.contrib.prometheus import ActorSystemMetrics  # noqa: E402
-from tests.contrib.test_prometheus import parse, value  # noqa: E402
+
+from .test_prometheus import parse, value  # noqa: E402
 
 
 class Slow(Actor):
