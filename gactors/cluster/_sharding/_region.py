@@ -237,14 +237,32 @@ class _Region(Actor):
         src: str = "",
     ) -> None:
         # The hot path: the state machine decides, and the common outcomes (the local
-        # shard, another node's region) are carried out at once (_send), without a
-        # command.
+        # shard, another node's region) are carried out here without a command.
         dest = self._decide(s, eid, msg, sender, hops, src)
         if dest is None:
             if self._sm.out:
                 self._run()
+        elif dest == self._node_id:
+            shard = self._shards.get(s)
+            if shard is None:
+                shard = self._start_shard(s)
+            collect = self._collect
+            if collect is None:
+                shard.tell(_Env(eid, msg), sender)
+            else:
+                c = collect.get(s)
+                if c is None:
+                    c = collect[s] = (shard, [])
+                c[1].append((_Env(eid, msg), sender))
         else:
-            self._send(dest, s, eid, msg, sender, hops)
+            out = self._out.get(dest)
+            if out is None:
+                out = self._out[dest] = _Out()
+            if out.add(s, eid, msg, sender, hops + 1) >= _FLAT_LIMIT or not self._mailbox:
+                self._flush_to(dest)
+            elif not self._flush_scheduled:
+                self._flush_scheduled = True
+                self.ref.tell(_FLUSH, None)
 
     def _send(
         self, dest: str, s: int, eid: str, msg: Any, sender: ActorRef | None, hops: int
