@@ -237,7 +237,9 @@ class _Region(Actor):
         src: str = "",
     ) -> None:
         # The hot path: the state machine decides, and the common outcomes (the local
-        # shard, another node's region) are carried out here without a command.
+        # shard, another node's region) are carried out here without a command. This
+        # repeats _send (used for the state machine's commands) on purpose: one Python
+        # call less per entity message (entity throughput through a region).
         dest = self._decide(s, eid, msg, sender, hops, src)
         if dest is None:
             if self._sm.out:
