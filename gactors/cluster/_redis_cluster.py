@@ -333,6 +333,16 @@ def routed_send(
     # Commands answered ASK (their slot is being migrated and their key moved
     # already): sent next to the node named, after ASKING.
     asking: dict[int, str] = {}
+
+    def settle(members: list[int], outcome: Any) -> None:
+        # A master that could not be reached (NOT_SENT) or written to (LOST): the
+        # outcome of each of its commands (a WAIT's replies are gathered apart).
+        for i in members:
+            if i in wait_replies:
+                wait_replies[i].append(outcome)
+            else:
+                results[i] = outcome
+
     for attempt in range(REDIRECT_ATTEMPTS + 1):
         groups: dict[str, list[int]] = {}
         for i in pending:
@@ -362,6 +372,7 @@ def routed_send(
         again: list[int] = []
         slow = False
         written: dict[str, Any] = {}
+
         for name, members in groups.items():
             try:
                 conn = routes.connection(name)
@@ -369,11 +380,7 @@ def routed_send(
             except ERRORS as e:
                 log.debug("cannot reach Redis Cluster master %s: %s", name, e)
                 routes.drop(name)
-                for i in members:
-                    if i in wait_replies:
-                        wait_replies[i].append(NOT_SENT)
-                    else:
-                        results[i] = NOT_SENT
+                settle(members, NOT_SENT)
                 continue
             payload = b"".join(
                 (_ASKING + commands[i][0]) if i in asking else commands[i][0] for i in members
@@ -383,11 +390,7 @@ def routed_send(
             except ERRORS as e:
                 log.debug("writing to Redis Cluster master %s failed: %s", name, e)
                 routes.drop(name)
-                for i in members:
-                    if i in wait_replies:
-                        wait_replies[i].append(LOST)
-                    else:
-                        results[i] = LOST
+                settle(members, LOST)
                 continue
             written[name] = conn
         asked = asking
