@@ -6,6 +6,7 @@ The multiprocess test runs two worker processes writing to one
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -332,16 +333,13 @@ def test_one_metrics_object_per_system_name(system: ActorSystem) -> None:
     ActorSystemMetrics(system, registry=CollectorRegistry(), interval=None)
 
 
-class _Sink(Actor):
-    def receive(self, message: Any) -> None:
-        if message == "count?":
-            self.sender.tell("counted")
-
-
-def test_cluster_nodes_export_their_remote_messages_by_outcome(redis_url: str) -> None:
-    # Issue 28: the cluster's per-node counters (ClusterNode.stats, SPEC 17).
-    pytest.importorskip("msgspec")
-    name = f"prom-{os.getpid()}-{time.monotonic_ns() % 100000}"
+@contextlib.contextmanager
+def metered_nodes(
+    redis_url: str, prefix: str
+) -> Iterator[tuple[ActorSystem, ActorSystem, CollectorRegistry, CollectorRegistry]]:
+    """Two cluster nodes of one new cluster on ``redis_url`` (fast failure detection),
+    each with its own metrics registry; both terminated afterwards."""
+    name = f"{prefix}-{os.getpid()}-{time.monotonic_ns() % 100000}"
     cluster = {
         "url": redis_url,
         "heartbeat_interval": 0.2,
@@ -351,10 +349,29 @@ def test_cluster_nodes_export_their_remote_messages_by_outcome(redis_url: str) -
     a = ActorSystem(name, config={"cluster": cluster})
     b = ActorSystem(name, config={"cluster": cluster})
     try:
-        b.actor_of(Props(_Sink), "sink")
         ra, rb = CollectorRegistry(), CollectorRegistry()
         ActorSystemMetrics(a, registry=ra, interval=None)
         ActorSystemMetrics(b, registry=rb, interval=None)
+        yield a, b, ra, rb
+    finally:
+        for s in (a, b):
+            s.terminate()
+        for s in (a, b):
+            assert s.await_termination(20)
+
+
+class _Sink(Actor):
+    def receive(self, message: Any) -> None:
+        if message == "count?":
+            self.sender.tell("counted")
+
+
+def test_cluster_nodes_export_their_remote_messages_by_outcome(redis_url: str) -> None:
+    # Issue 28: the cluster's per-node counters (ClusterNode.stats, SPEC 17).
+    pytest.importorskip("msgspec")
+    with metered_nodes(redis_url, "prom") as (a, b, ra, rb):
+        name = a.name
+        b.actor_of(Props(_Sink), "sink")
         assert "gactors_cluster_messages_total" in scrape_wsgi(metrics_app(ra))
         sink = a.actor_selection(f"{b.address}/user/sink").resolve_one(timeout=10.0)
         for i in range(20):
@@ -374,8 +391,3 @@ def test_cluster_nodes_export_their_remote_messages_by_outcome(redis_url: str) -
         )
         # 20 tells and the ask (plus resolve_one's Identify); b received them all.
         assert sent >= 21 and received >= 21, (sent, received)
-    finally:
-        for s in (a, b):
-            s.terminate()
-        for s in (a, b):
-            assert s.await_termination(20)

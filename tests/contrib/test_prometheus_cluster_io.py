@@ -3,8 +3,6 @@ on a real Redis: two nodes in this process, scraped through their own registries
 
 from __future__ import annotations
 
-import os
-import time
 from typing import Any
 
 import gevent
@@ -17,12 +15,12 @@ pytest.importorskip("msgspec")
 from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
-from gactors import Actor, ActorSystem, Props
+from gactors import Actor, Props
 from gactors.cluster import _transport
-from gactors.contrib.prometheus import ActorSystemMetrics, metrics_app
+from gactors.contrib.prometheus import metrics_app
 from gactors.testkit import await_condition
 
-from .test_prometheus import scrape_wsgi
+from .test_prometheus import metered_nodes, scrape_wsgi
 
 pytestmark = [pytest.mark.timeout(120)]
 
@@ -54,20 +52,8 @@ def test_flush_and_read_latencies_and_the_inbox_backlog(
     # Reads of 4 entries: a backlog of a few dozen entries makes full reads, so the
     # reads after them are sent without blocking and timed.
     monkeypatch.setattr(_transport, "_READ_COUNT", 4)
-    name = f"prom-io-{os.getpid()}-{time.monotonic_ns() % 100000}"
-    cluster = {
-        "url": redis_url,
-        "heartbeat_interval": 0.2,
-        "unreachable_after": 2.0,
-        "down_after": 4.0,
-    }
-    a = ActorSystem(name, config={"cluster": cluster})
-    b = ActorSystem(name, config={"cluster": cluster})
-    try:
+    with metered_nodes(redis_url, "prom-io") as (a, b, ra, rb):
         b.actor_of(Props(_Counter), "counter")
-        ra, rb = CollectorRegistry(), CollectorRegistry()
-        ActorSystemMetrics(a, registry=ra, interval=None)
-        ActorSystemMetrics(b, registry=rb, interval=None)
         counter = a.actor_selection(f"{b.address}/user/counter").resolve_one(timeout=10.0)
         assert counter.ask("count?", timeout=10.0) == 0
         before = _samples(ra)
@@ -112,8 +98,3 @@ def test_flush_and_read_latencies_and_the_inbox_backlog(
         final_b = _samples(rb)
         assert final_b["gactors_cluster_read_seconds_count"] >= 1
         assert final_b["gactors_cluster_read_seconds_sum"] > 0
-    finally:
-        for s in (a, b):
-            s.terminate()
-        for s in (a, b):
-            assert s.await_termination(20)
