@@ -22,7 +22,7 @@ from gactors.cluster._access import cluster_node
 from gactors.cluster._cluster import Cluster
 from gactors.cluster._events import ClusterEvent, CurrentClusterState
 from gactors.cluster._seam import LeaseStore
-from gactors.cluster._sharding._handover import (
+from gactors.cluster._sharding._legacy_handover import (
     DEAD,
     DRAIN,
     DRAINED,
