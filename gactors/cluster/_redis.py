@@ -1,10 +1,11 @@
 """The Redis engine of the cluster seam (``_seam.py``).
 
-The engine is four modules, the Redis seam modules (the only ones that import
+The engine is five modules, the Redis seam modules (the only ones that import
 ``redis``): this one (the backend, the membership and lease stores),
 ``_redis_inbox.py`` (the outbox and the inbox reader: the hot path),
-``_redis_conn.py`` (URLs, Sentinel, the per-thread connections) and
-``_redis_scripts.py`` (the Lua scripts, package data in ``lua/*.lua``). The names
+``_redis_conn.py`` (URLs, Sentinel, the per-thread connections),
+``_redis_scripts.py`` (the Lua scripts, package data in ``lua/*.lua``) and
+``_redis_alloc.py`` (sharding's allocation tables). The names
 the layers built on the cluster use are re-exported here.
 
 Keys (``P`` = ``<key_prefix>:<cluster_name>``). The small control keyspace is
@@ -24,6 +25,9 @@ is one key, touched alone), so that they spread over the slots:
                             (on a Redis Cluster: ``{P:lease:<name>}:lease`` and
                             ``:fence``, a tag per lease, so leases spread over the
                             masters; see :meth:`RedisBackend.lease_keys`)
+``{P}:alloc:<type>...``     sharding's allocation table of ``<type>``, its registered
+                            regions and its shards' hand-over streams (see
+                            ``_redis_alloc.py``)
 ``P:inbox:<node>``          STREAM of batches (field ``d``) with one consumer group
                             (``g``) whose cursor records what the node read; created
                             by its node's join, expires ``2 * down_after`` after its
@@ -120,6 +124,7 @@ from gactors.cluster._redis_scripts import (
 )
 from gactors.cluster._seam import (
     STATUS_LEAVING,
+    AllocationStore,
     STATUS_UP,
     Backend,
     BackendUnavailable,
@@ -510,6 +515,11 @@ class RedisBackend:
             for name in ("members", "info", "version", "epoch", "tombstones", "reasons")
         )
 
+    def alloc_key(self, type_name: str) -> str:
+        """The key of sharding's allocation table of ``type_name`` (its other keys
+        extend it), under the membership tag: its scripts read the membership."""
+        return f"{self._tag}:alloc:{type_name}"
+
     def lease_keys(self, name: str) -> tuple[str, str]:
         """The keys of lease ``name``: the lease and its fencing counter.
 
@@ -632,6 +642,12 @@ class RedisBackend:
         """A new lease store; its pool may be shared by up to ``max_connections``
         greenlets of one thread."""
         return self._adopt(_RedisLeaseStore(self, max_connections))
+
+    def allocations(self) -> AllocationStore:
+        """A new allocation store of sharding (one connection per thread using it)."""
+        from gactors.cluster._redis_alloc import _RedisAllocationStore
+
+        return self._adopt(_RedisAllocationStore(self))
 
     def _adopt(self, child: _T) -> _T:
         self._children.add(child)

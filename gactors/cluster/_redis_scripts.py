@@ -38,6 +38,11 @@ def _membership_script(name: str, view_removed: str) -> str:
     return lua_source("membership").replace("ARGV_VIEW_REMOVED", view_removed) + lua_source(name)
 
 
+def _alloc_script(name: str) -> str:
+    """``alloc.lua`` (the allocation table's helpers) followed by ``<name>.lua``."""
+    return lua_source("alloc") + lua_source(name)
+
+
 def _execute(target: Any, *args: Any) -> Any:
     """``target.execute_command(*args)`` (a client or a pipeline)."""
     # redis-py leaves execute_command unannotated.
@@ -71,6 +76,13 @@ _HOLDER = _Script(lua_source("holder"))
 _INBOX_OPEN = _Script(lua_source("inbox_open"))
 _SEND = _Script(lua_source("send"))
 _INBOX_DRAIN = _Script(lua_source("inbox_drain"))
+_ALLOC_SYNC = _Script(_alloc_script("alloc_sync"))
+_ALLOC_REGISTER = _Script(_alloc_script("alloc_register"))
+_ALLOC_UNREGISTER = _Script(_alloc_script("alloc_unregister"))
+_ALLOC_PLAN = _Script(_alloc_script("alloc_plan"))
+_ALLOC_ACK = _Script(_alloc_script("alloc_ack"))
+_ALLOC_STREAM_ADD = _Script(lua_source("alloc_stream_add"))
+_ALLOC_STREAM_TAKE = _Script(lua_source("alloc_stream_take"))
 
 #: Every script of the cluster by name (the tests load each one into a server).
 SCRIPTS: dict[str, _Script] = {
@@ -86,4 +98,11 @@ SCRIPTS: dict[str, _Script] = {
     "inbox_open": _INBOX_OPEN,
     "send": _SEND,
     "inbox_drain": _INBOX_DRAIN,
+    "alloc_sync": _ALLOC_SYNC,
+    "alloc_register": _ALLOC_REGISTER,
+    "alloc_unregister": _ALLOC_UNREGISTER,
+    "alloc_plan": _ALLOC_PLAN,
+    "alloc_ack": _ALLOC_ACK,
+    "alloc_stream_add": _ALLOC_STREAM_ADD,
+    "alloc_stream_take": _ALLOC_STREAM_TAKE,
 }

@@ -35,6 +35,8 @@ __all__ = [
     "GONE",
     "REFUSED",
     "SENT",
+    "AllocationStore",
+    "AllocationTable",
     "Backend",
     "BackendUnavailable",
     "HeartbeatResult",
@@ -326,6 +328,79 @@ class LeaseStore(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class AllocationTable:
+    """One snapshot of a sharded type's allocation table, read in one script together
+    with the membership (see :class:`AllocationStore`)."""
+
+    #: Grows with every change of the table.
+    epoch: int
+    #: The membership version the snapshot was read with.
+    version: int
+    #: shard -> its owner node (shards without an owner are absent).
+    owners: dict[int, str]
+    #: shard -> (from, to) for the shards that move.
+    moving: dict[int, tuple[str, str]]
+    #: The registered regions of the type: node -> True if it hosts (``start``),
+    #: False for a proxy.
+    registered: dict[str, bool]
+    #: The cluster's members: node -> status (``"up"`` or ``"leaving"``).
+    members: dict[str, str]
+
+
+@runtime_checkable
+class AllocationStore(Protocol):
+    """The allocation tables of sharding, one per entity type, changed only by atomic
+    scripts on the store (the one place where a shard's owner is decided).
+
+    A shard moves in two phases: :meth:`plan` marks it moving ``(from, to)``; every
+    registered region of the type that is still a member acks it (:meth:`ack`);
+    the script that sees the last ack *flips* it (owner = to). A region that is no
+    member any more needs no ack; every method flips what can flip and returns the
+    table. Each shard has a *hand-over stream*: the messages the old owner's side
+    hands to the new owner, appended before the acks and taken once, by the new
+    owner, after the flip.
+    """
+
+    def register(self, type_name: str, node: str, hosting: bool) -> AllocationTable:
+        """``node``'s region of ``type_name`` starts (it counts as having acked the
+        moves under way: it sent nothing yet)."""
+        ...
+
+    def unregister(self, type_name: str, node: str) -> AllocationTable:
+        """``node``'s region of ``type_name`` stops; it acks nothing any more."""
+        ...
+
+    def sync(self, type_name: str) -> AllocationTable:
+        """The table (after the flips a removed member no longer holds back)."""
+        ...
+
+    def plan(
+        self, type_name: str, version: int, epoch: int, desired: Sequence[str]
+    ) -> AllocationTable:
+        """Move shards towards ``desired`` (an owner per shard, "" for none) if the
+        membership ``version`` and the table ``epoch`` are still those it was computed
+        from (else nothing). Only up members with a hosting region are valid owners."""
+        ...
+
+    def ack(self, type_name: str, node: str, moves: Sequence[tuple[int, str]]) -> AllocationTable:
+        """``node`` acks the moves ``(shard, from)`` (an ack of a move that is over is
+        ignored)."""
+        ...
+
+    def stream_append(self, type_name: str, shard: int, items: Sequence[tuple[int, bytes]]) -> None:
+        """Append ``(serializer_id, payload)`` items to the shard's hand-over stream."""
+        ...
+
+    def stream_take(self, type_name: str, shard: int) -> list[tuple[int, bytes]]:
+        """Take (read and delete, in one step) the shard's hand-over stream."""
+        ...
+
+    def close(self) -> None:
+        """Close the connection. Idempotent; the object is not used afterwards."""
+        ...
+
+
 @runtime_checkable
 class Backend(Protocol):
     """One engine bound to one cluster: the factory of the objects above.
@@ -364,6 +439,10 @@ class Backend(Protocol):
         """A new :class:`LeaseStore`. Unlike the other objects it may be shared by
         up to ``max_connections`` greenlets of one thread (a singleton or shard
         manager renewing many leases); more wait for a free connection."""
+        ...
+
+    def allocations(self) -> AllocationStore:
+        """A new :class:`AllocationStore` (for the sharding regions of one node)."""
         ...
 
     def close(self) -> None:

@@ -36,8 +36,11 @@ def test_every_script_loads_into_a_real_server(redis_url: str) -> None:
         client.close()
 
 
-def test_every_lua_file_is_a_script_or_the_shared_membership_part() -> None:
-    assert _lua_files() == {f"{name}.lua" for name in SCRIPTS} | {"membership.lua"}
+def test_every_lua_file_is_a_script_or_a_shared_part() -> None:
+    assert _lua_files() == {f"{name}.lua" for name in SCRIPTS} | {"membership.lua", "alloc.lua"}
+    for name in SCRIPTS:
+        if name.startswith("alloc_") and not name.startswith("alloc_stream"):
+            assert SCRIPTS[name].source == lua_source("alloc") + lua_source(name)
     shared = lua_source("membership")
     assert "ARGV_VIEW_REMOVED" in shared
     for name in ("join", "heartbeat", "view", "set_leaving", "remove"):
@@ -71,5 +74,5 @@ def test_the_wheel_contains_every_lua_file(tmp_path: Path) -> None:
     (wheel,) = out.glob("gactors-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
     expected = {f"gactors/cluster/lua/{name}" for name in _lua_files()}
-    assert len(expected) == len(SCRIPTS) + 1
+    assert len(expected) == len(SCRIPTS) + 2  # the shared membership.lua and alloc.lua
     assert expected <= names, sorted(expected - names)

@@ -35,6 +35,12 @@ from cluster.test_sharding import (
     shards,
     test_rebalance_on_join_moves_only_the_shards_the_new_node_wins,
 )
+from cluster.test_sharding_alloc_store import (
+    alloc,
+    test_a_move_flips_once_every_registered_member_acked_it,
+    test_a_removed_member_needs_no_ack_and_a_new_region_counts_as_acked,
+    test_the_hand_over_stream_keeps_order_and_is_taken_once,
+)
 from cluster.test_singleton import (
     nodes,
     test_failover_after_sigkill_once_the_lease_expired,
@@ -53,15 +59,19 @@ from gactors.reminders import Reminders
 from gactors.testkit._redis_cluster import RedisClusterServer, command, key_slot
 
 __all__ = [
+    "alloc",
     "node",
     "nodes",
     "shards",
+    "test_a_move_flips_once_every_registered_member_acked_it",
+    "test_a_removed_member_needs_no_ack_and_a_new_region_counts_as_acked",
     "test_an_entity_persists_under_its_default_id_with_its_shard_token",
     "test_failover_after_sigkill_once_the_lease_expired",
     "test_membership_events_and_subscribe",
     "test_rebalance_on_join_moves_only_the_shards_the_new_node_wins",
     "test_remote_ask_tell_forward_and_sender",
     "test_sigkill_terminates_watched_actors_within_the_bound",
+    "test_the_hand_over_stream_keeps_order_and_is_taken_once",
     "two",
     "world",
 ]

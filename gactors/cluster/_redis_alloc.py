@@ -1,0 +1,162 @@
+"""The allocation tables of sharding on Redis (a Redis seam module): the
+:class:`~gactors.cluster._seam.AllocationStore` of :class:`~._redis.RedisBackend`.
+
+Keys (``{P}`` the membership hash tag, see ``_redis.py``; every script reads the
+membership keys in the same slot, so it also runs on a Redis Cluster):
+
+==============================  ========================================================
+``{P}:alloc:<type>``            HASH ``epoch``; ``o:<s>`` owner of shard ``s``;
+                                ``m:<s>`` ``"<from>|<to>"`` while it moves; ``a:<s>``
+                                ``",n1,n2,"`` the regions that acked that move
+``{P}:alloc:<type>:regions``    HASH node -> ``"1"`` (hosting region) / ``"0"`` (proxy)
+``{P}:alloc:<type>:ho:<s>``     STREAM, shard ``s``'s hand-over messages (fields ``i``
+                                serializer id, ``d`` payload), taken by the new owner
+==============================  ========================================================
+
+The scripts are ``lua/alloc*.lua``; each one flips the moves every registered member
+acked and returns the table with the membership it was read with.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import redis
+
+from gactors.cluster._redis_conn import _Connections
+from gactors.cluster._redis_scripts import (
+    _ALLOC_ACK,
+    _ALLOC_PLAN,
+    _ALLOC_REGISTER,
+    _ALLOC_STREAM_ADD,
+    _ALLOC_STREAM_TAKE,
+    _ALLOC_SYNC,
+    _ALLOC_UNREGISTER,
+    _Script,
+)
+from gactors.cluster._seam import AllocationTable
+
+if TYPE_CHECKING:
+    from gactors.cluster._redis import RedisBackend
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _check_type(type_name: str) -> str:
+    if not isinstance(type_name, str) or not type_name or "/" in type_name:
+        raise ValueError(f"type_name must be a non-empty str without '/', not {type_name!r}")
+    return type_name
+
+
+def _check_node_name(node: str) -> str:
+    if not isinstance(node, str) or not node or any(c in node for c in ",|"):
+        raise ValueError(f"a node id must be a non-empty str without ',' or '|', not {node!r}")
+    return node
+
+
+def parse_table(raw: Sequence[Any]) -> AllocationTable:
+    """The :class:`AllocationTable` of a script's reply."""
+    epoch, version, fields, regs, members, info = raw
+    owners: dict[int, str] = {}
+    moving: dict[int, tuple[str, str]] = {}
+    for i in range(0, len(fields), 2):
+        name = _text(fields[i])
+        if name.startswith("o:"):
+            owners[int(name[2:])] = _text(fields[i + 1])
+        elif name.startswith("m:"):
+            f, _, t = _text(fields[i + 1]).partition("|")
+            moving[int(name[2:])] = (f, t)
+    registered = {_text(regs[i]): _text(regs[i + 1]) == "1" for i in range(0, len(regs), 2)}
+    status = {_text(info[i]): _text(info[i + 1]).split("|", 1)[0] for i in range(0, len(info), 2)}
+    return AllocationTable(
+        epoch=int(epoch),
+        version=int(version),
+        owners=owners,
+        moving=moving,
+        registered=registered,
+        members={_text(n): status.get(_text(n), "up") for n in members},
+    )
+
+
+class _RedisAllocationStore:
+    """:class:`~gactors.cluster._seam.AllocationStore` on Redis (Lua scripts under the
+    membership hash tag)."""
+
+    def __init__(self, backend: RedisBackend) -> None:
+        self._backend = backend
+        self._members = backend.membership_keys()
+        self._conn = _Connections(backend, socket_timeout=backend.socket_timeout, max_connections=1)
+
+    def __repr__(self) -> str:
+        return f"<RedisAllocationStore of {self._backend!r}>"
+
+    def _keys(self, type_name: str) -> tuple[str, ...]:
+        members, info, version, _epoch, tomb, _reasons = self._members
+        base = self._backend.alloc_key(_check_type(type_name))
+        return (members, info, version, tomb, base, base + ":regions")
+
+    def _run(self, what: str, script: _Script, type_name: str, args: Sequence[Any]) -> Any:
+        keys = self._keys(type_name)
+
+        def run(client: redis.Redis) -> Any:
+            return script.run(client, keys, args)
+
+        return parse_table(self._conn.call(what, run))
+
+    def register(self, type_name: str, node: str, hosting: bool) -> AllocationTable:
+        args = (_check_node_name(node), "1" if hosting else "0")
+        result: AllocationTable = self._run("alloc register", _ALLOC_REGISTER, type_name, args)
+        return result
+
+    def unregister(self, type_name: str, node: str) -> AllocationTable:
+        args = (_check_node_name(node),)
+        result: AllocationTable = self._run("alloc unregister", _ALLOC_UNREGISTER, type_name, args)
+        return result
+
+    def sync(self, type_name: str) -> AllocationTable:
+        result: AllocationTable = self._run("alloc sync", _ALLOC_SYNC, type_name, ())
+        return result
+
+    def plan(
+        self, type_name: str, version: int, epoch: int, desired: Sequence[str]
+    ) -> AllocationTable:
+        for d in desired:
+            if d:
+                _check_node_name(d)
+        args = (int(version), int(epoch), *desired)
+        result: AllocationTable = self._run("alloc plan", _ALLOC_PLAN, type_name, args)
+        return result
+
+    def ack(self, type_name: str, node: str, moves: Sequence[tuple[int, str]]) -> AllocationTable:
+        args: list[Any] = [_check_node_name(node)]
+        for s, from_ in moves:
+            args += (int(s), from_)
+        result: AllocationTable = self._run("alloc ack", _ALLOC_ACK, type_name, args)
+        return result
+
+    def stream_append(self, type_name: str, shard: int, items: Sequence[tuple[int, bytes]]) -> None:
+        if not items:
+            return
+        keys = (self._backend.alloc_key(_check_type(type_name)) + f":ho:{int(shard)}",)
+        args: list[Any] = []
+        for sid, payload in items:
+            args += (int(sid), payload)
+        self._conn.call("alloc stream append", lambda c: _ALLOC_STREAM_ADD.run(c, keys, args))
+
+    def stream_take(self, type_name: str, shard: int) -> list[tuple[int, bytes]]:
+        keys = (self._backend.alloc_key(_check_type(type_name)) + f":ho:{int(shard)}",)
+        raw = self._conn.call("alloc stream take", lambda c: _ALLOC_STREAM_TAKE.run(c, keys, ()))
+        out: list[tuple[int, bytes]] = []
+        for _id, flat in raw or ():
+            fields = {_text(flat[i]): flat[i + 1] for i in range(0, len(flat), 2)}
+            payload = fields["d"]
+            out.append(
+                (int(fields["i"]), payload if isinstance(payload, bytes) else payload.encode())
+            )
+        return out
+
+    def close(self) -> None:
+        self._conn.close()
