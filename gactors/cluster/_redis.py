@@ -124,8 +124,8 @@ from gactors.cluster._redis_scripts import (
 )
 from gactors.cluster._seam import (
     STATUS_LEAVING,
-    AllocationStore,
     STATUS_UP,
+    AllocationStore,
     Backend,
     BackendUnavailable,
     HeartbeatResult,
