@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from gactors.cluster._events import CurrentClusterState, Member
     from gactors.cluster._seam import Backend
     from gactors.cluster._settings import ClusterSettings
+    from gactors.cluster._wire import WireCodec
 
 __all__ = ["ClusterNode", "cluster_node", "is_cluster_node"]
 
@@ -38,6 +39,8 @@ class ClusterNode(Protocol):
     def address(self) -> Address: ...
     @property
     def backend(self) -> Backend: ...
+    @property
+    def codec(self) -> WireCodec: ...
     @property
     def leaving_nodes(self) -> frozenset[str]: ...
     @property

@@ -208,6 +208,7 @@ class ClusterSharding:
                 stop_message,
                 self._store,
                 node.settings.lease_ttl,
+                node.backend.allocations(),
             ),
             f"sharding-{type_name}",
         )

@@ -25,14 +25,14 @@ class ShardingEnvelope:
 
 @register_message(tag="gactors.cluster.sharding.Msg")
 class _RegionMsg(NamedTuple):
-    # A message forwarded from one region to the owner's region (a NamedTuple: the
-    # cheapest registered shape to build and encode, once per message).
+    # A message sent by one region to the owner's region (a NamedTuple: the cheapest
+    # registered shape to build and encode, once per message). hops and host are
+    # kept for the wire format's sake (regions of earlier versions set them); the
+    # allocation table made them meaningless.
     shard: int
     entity_id: str
     message: Any
     hops: int = 0
-    # Sent by a leaving region: the receiver stops counting that node as a host before
-    # its own view shows the leave (see _Region._sender_leaves).
     host: bool = False
     # The node of the region that forwarded it.
     src: str = ""
@@ -40,11 +40,13 @@ class _RegionMsg(NamedTuple):
 
 @register_message(tag="gactors.cluster.sharding.Batch")
 class _RegionBatch(NamedTuple):
-    # Messages one region forwards to another, gathered while its mailbox had more
-    # (one wire message, one decode and one mailbox hop per batch instead of per
-    # message). flat: shard, entity_id, message, sender index (-1: no sender), hops,
-    # then the next message..., in the order sent; each sender travels once per batch
-    # in senders (a flat list of plain values costs the codec least per message).
+    # Messages one region sends to another, gathered while its mailbox had more (one
+    # wire message, one decode and one mailbox hop per batch instead of per message).
+    # flat: shard, entity_id, message, sender index (-1: no sender), hops (always 0
+    # now; kept for the wire format), then the next message..., in the order sent;
+    # each sender travels once per batch in senders (a flat list of plain values
+    # costs the codec least per message). The same shape is the payload of a
+    # hand-over stream entry. host is kept for the wire format (always False now).
     flat: list[Any]
     senders: list[ActorRef]
     host: bool
@@ -111,7 +113,7 @@ _FLUSH = _Flush()
 @register_message(tag="gactors.cluster.sharding.Drain")
 @dataclass(frozen=True, slots=True)
 class _Drain:
-    # "I send shard's messages elsewhere from now on; confirm you routed my earlier ones."
+    # "The shard moves; confirm you routed what I sent you before this marker."
     shard: int
     reply_to: ActorRef
     node: str
@@ -125,11 +127,15 @@ class _Drained:
 
 
 class _Env:
-    __slots__ = ("entity_id", "message")
+    # An entity message for a local shard; origin: the node of the region it came
+    # from ("" when it entered the cluster here): what the shard could not deliver
+    # before a hand-off goes to the hand-over stream if it came from elsewhere.
+    __slots__ = ("entity_id", "message", "origin")
 
-    def __init__(self, entity_id: str, message: Any) -> None:
+    def __init__(self, entity_id: str, message: Any, origin: str = "") -> None:
         self.entity_id = entity_id
         self.message = message
+        self.origin = origin
 
 
 class _Envs:
@@ -160,17 +166,20 @@ class _HandOff:
     __slots__ = ()
 
 
-class _ShardDrain:
-    # "Confirm once you delivered every message I sent you before this one."
-    __slots__ = ()
+class _Taken:
+    # The shard's hand-over stream, taken: (entity_id, message, sender) in order.
+    __slots__ = ("items",)
+
+    def __init__(self, items: list[tuple[str, Any, Any]]) -> None:
+        self.items = items
 
 
-class _ShardDrained:
-    __slots__ = ("count", "shard")
+class _TableRead:
+    # A snapshot of the allocation table, read by the region's I/O greenlet.
+    __slots__ = ("table",)
 
-    def __init__(self, shard: int, count: int) -> None:
-        self.shard = shard
-        self.count = count  # how many _ShardDrain this answers
+    def __init__(self, table: Any) -> None:
+        self.table = table
 
 
 class _HandedOff:
@@ -208,3 +217,8 @@ class _Leave:
 
 
 _PASSIVATE_TICK = _PassivateTick()
+
+
+# A taken hand-over stream that reaches a shard that stopped meanwhile: its messages
+# are dead letters, one per message.
+register_carrier(_Taken, lambda taken, _sender: [(msg, snd) for _eid, msg, snd in taken.items])

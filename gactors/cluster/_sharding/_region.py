@@ -1,17 +1,16 @@
 """The region actor: routes each entity message to its shard's node and batches what
 goes to another region. Where a shard's messages go, and what happens while a shard
-moves, is decided by the pure state machine :class:`._handover.RegionState`; this actor
-feeds it the events it receives and carries its commands out."""
+moves, is decided by the pure state machine :class:`._handover.RegionState` from the
+type's allocation table (read and changed through :class:`._alloc_io.AllocIO`); this
+actor feeds it the events it receives and carries its commands out."""
 
 from __future__ import annotations
 
 import logging
 import zlib
 from collections.abc import Callable
-from time import monotonic
 from typing import Any
 
-import gevent
 from gevent.event import Event
 
 from gactors._actor import Actor
@@ -21,24 +20,27 @@ from gactors._ref import ActorRef
 from gactors.cluster._access import cluster_node
 from gactors.cluster._cluster import Cluster
 from gactors.cluster._events import ClusterEvent, CurrentClusterState
-from gactors.cluster._seam import LeaseStore
-from gactors.cluster._sharding._legacy_handover import (
+from gactors.cluster._seam import AllocationStore, AllocationTable, LeaseStore
+from gactors.cluster._sharding._alloc_io import AllocIO
+from gactors.cluster._sharding._handover import (
+    ACK,
     DEAD,
     DRAIN,
     DRAINED,
-    GIVE_BACK,
     HAND_OFF,
     LEFT,
+    PLAN,
     SEND,
-    SHARD_DRAIN,
-    Held,
-    Member,
+    START,
+    STREAM,
     RegionState,
+    Table,
 )
 from gactors.cluster._sharding._protocol import (
     _FLAT_LIMIT,
     _FLUSH,
     _VIEW_TICK,
+    BATCH_LIMIT,
     ShardingEnvelope,
     _Drain,
     _Drained,
@@ -51,8 +53,7 @@ from gactors.cluster._sharding._protocol import (
     _Out,
     _RegionBatch,
     _RegionMsg,
-    _ShardDrain,
-    _ShardDrained,
+    _TableRead,
     _ViewTick,
 )
 from gactors.cluster._sharding._shard import _Shard
@@ -73,6 +74,7 @@ class _Region(Actor):
         stop_message: Any,
         store: LeaseStore,
         lease_ttl: float,
+        allocations: AllocationStore,
     ) -> None:
         self._type = type_name
         self._entity_props = entity_props
@@ -91,18 +93,19 @@ class _Region(Actor):
         self._regions: dict[str, ActorRef] = {}
         self._shards: dict[int, ActorRef] = {}
         self._leaving: Event | None = None
-        self._sm = RegionState(
-            type_name,
-            number_of_shards,
-            self._node_id,
-            role,
-            entity_props is not None,
-            node.settings.roles,
-            node.settings.heartbeat_interval,
-            lease_ttl,
-            monotonic,
-        )
+        self._sm = RegionState(type_name, number_of_shards, self._node_id, entity_props is not None)
         self._decide = self._sm.route
+        self._codec = node.codec
+        self._allocations = allocations
+        ref = self.ref
+        self._io = AllocIO(
+            allocations,
+            type_name,
+            self._node_id,
+            entity_props is not None,
+            lambda table: ref.tell(_TableRead(table), None),
+            node.settings.heartbeat_interval,
+        )
         self._out: dict[str, _Out] = {}
         self._flush_scheduled = False
         # The actor's mailbox (read in receive only, in the hub like every mailbox use).
@@ -113,8 +116,9 @@ class _Region(Actor):
     # -- lifecycle ---------------------------------------------------------------------------
     def pre_start(self) -> None:
         Cluster(self.context.system).subscribe(self.ref)
-        # A member turning "leaving" publishes no event: look at the view every
-        # heartbeat (in memory, no I/O) and recompute when it changed.
+        # Read the allocation table every heartbeat (one script call, not per message):
+        # flips of moves, plans after membership changes (a member turning "leaving"
+        # publishes no event).
         hb = cluster_node(self.context.system).settings.heartbeat_interval
         self.timers.start_timer_with_fixed_delay("view", _VIEW_TICK, hb)
 
@@ -131,6 +135,7 @@ class _Region(Actor):
             self._out.clear()
         for h in self._sm.drop_all():
             system.publish_dead_letter(h.message, h.sender, self.ref)
+        self._io.close(unregister=True)
         if self._leaving is not None:
             self._leaving.set()
 
@@ -142,26 +147,17 @@ class _Region(Actor):
             if type(eid) is not str:
                 self._bad(m, f"entity_id must be a str, not {type(eid).__name__}")
                 return
-            self._route(zlib.crc32(eid.encode()) % self._n, eid, m.message, self.context.sender, 0)
+            self._route(zlib.crc32(eid.encode()) % self._n, eid, m.message, self.context.sender, "")
         elif t is _RegionBatch:
             # The batch's messages for local shards go to each shard as one message.
             route, src = self._route, m.src
-            if m.host and self._sm.sender_leaves(src):
-                self._membership()
             collect: dict[int, tuple[ActorRef, list[tuple[_Env, ActorRef | None]]]] = {}
             self._collect = collect
             try:
                 f, senders = m.flat, m.senders
                 for k in range(0, len(f), 5):
                     i = f[k + 3]
-                    route(
-                        f[k],
-                        f[k + 1],
-                        f[k + 2],
-                        senders[i] if i >= 0 else None,
-                        f[k + 4],
-                        src,
-                    )
+                    route(f[k], f[k + 1], f[k + 2], senders[i] if i >= 0 else None, src)
             finally:
                 self._collect = None
                 for shard, items in collect.values():
@@ -173,9 +169,7 @@ class _Region(Actor):
             self._flush_scheduled = False
             self._flush()
         elif t is _RegionMsg:
-            if m.host and self._sm.sender_leaves(m.src):
-                self._membership()
-            self._route(m.shard, m.entity_id, m.message, self.context.sender, m.hops, m.src)
+            self._route(m.shard, m.entity_id, m.message, self.context.sender, m.src)
         elif t is _Drain:
             self._sm.drain_request(m.shard, m.reply_to, m.node)
             self._run()
@@ -184,9 +178,8 @@ class _Region(Actor):
             self._run()
         elif t is _HandedOff:
             self._handed_off(m.shard, m.leftover)
-        elif t is _ShardDrained:
-            self._sm.shard_drained(m.shard, m.count)
-            self._run()
+        elif t is _TableRead:
+            self._table(m.table)
         elif t is Terminated:
             for s, ref in list(self._shards.items()):
                 if ref == m.actor:
@@ -196,14 +189,10 @@ class _Region(Actor):
             self._flush()  # what was gathered before the leave goes without the host flag
             self._leaving = m.done
             self._sm.leave()
-            self._membership()
-        elif isinstance(m, (CurrentClusterState, ClusterEvent)):
-            self._membership()
-        elif t is _ViewTick:
-            if self._view_key() != self._sm.seen:
-                self._membership()
-            self._sm.tick()
             self._run()
+            self._io.sync()
+        elif isinstance(m, (CurrentClusterState, ClusterEvent)) or t is _ViewTick:
+            self._io.sync()
         else:
             extract = self._extract
             if extract is None:
@@ -221,7 +210,7 @@ class _Region(Actor):
             if type(eid) is not str:
                 self._bad(m, f"extract_entity_id must return a str id, not {type(eid).__name__}")
                 return
-            self._route(zlib.crc32(eid.encode()) % self._n, eid, msg, self.context.sender, 0)
+            self._route(zlib.crc32(eid.encode()) % self._n, eid, msg, self.context.sender, "")
 
     def _bad(self, m: Any, why: str) -> None:
         _log.warning("sharding region %r: dead letter %r: %s", self._type, m, why)
@@ -233,14 +222,13 @@ class _Region(Actor):
         eid: str,
         msg: Any,
         sender: ActorRef | None,
-        hops: int,
-        src: str = "",
+        src: str,
     ) -> None:
         # The hot path: the state machine decides, and the common outcomes (the local
         # shard, another node's region) are carried out here without a command. This
         # repeats _send (used for the state machine's commands) on purpose: one Python
         # call less per entity message (entity throughput through a region).
-        dest = self._decide(s, eid, msg, sender, hops, src)
+        dest = self._decide(s, eid, msg, sender, src)
         if dest is None:
             if self._sm.out:
                 self._run()
@@ -250,24 +238,24 @@ class _Region(Actor):
                 shard = self._start_shard(s)
             collect = self._collect
             if collect is None:
-                shard.tell(_Env(eid, msg), sender)
+                shard.tell(_Env(eid, msg, src), sender)
             else:
                 c = collect.get(s)
                 if c is None:
                     c = collect[s] = (shard, [])
-                c[1].append((_Env(eid, msg), sender))
+                c[1].append((_Env(eid, msg, src), sender))
         else:
             out = self._out.get(dest)
             if out is None:
                 out = self._out[dest] = _Out()
-            if out.add(s, eid, msg, sender, hops + 1) >= _FLAT_LIMIT or not self._mailbox:
+            if out.add(s, eid, msg, sender, 0) >= _FLAT_LIMIT or not self._mailbox:
                 self._flush_to(dest)
             elif not self._flush_scheduled:
                 self._flush_scheduled = True
                 self.ref.tell(_FLUSH, None)
 
     def _send(
-        self, dest: str, s: int, eid: str, msg: Any, sender: ActorRef | None, hops: int
+        self, dest: str, s: int, eid: str, msg: Any, sender: ActorRef | None, origin: str
     ) -> None:
         if dest == self._node_id:
             shard = self._shards.get(s)
@@ -275,12 +263,12 @@ class _Region(Actor):
                 shard = self._start_shard(s)
             collect = self._collect
             if collect is None:
-                shard.tell(_Env(eid, msg), sender)
+                shard.tell(_Env(eid, msg, origin), sender)
             else:
                 c = collect.get(s)
                 if c is None:
                     c = collect[s] = (shard, [])
-                c[1].append((_Env(eid, msg), sender))
+                c[1].append((_Env(eid, msg, origin), sender))
             return
         # Gathered per node and sent as one batch once the mailbox got to the flush
         # marker told to self now (everything already queued is batched with it), or
@@ -289,7 +277,7 @@ class _Region(Actor):
         out = self._out.get(dest)
         if out is None:
             out = self._out[dest] = _Out()
-        if out.add(s, eid, msg, sender, hops + 1) >= _FLAT_LIMIT or not self._mailbox:
+        if out.add(s, eid, msg, sender, 0) >= _FLAT_LIMIT or not self._mailbox:
             # Full, or nothing else queued to gather: no reason to wait (a lone message,
             # e.g. the first one to an entity, does not pay a trip through the mailbox).
             self._flush_to(dest)
@@ -302,6 +290,7 @@ class _Region(Actor):
         sm = self._sm
         while sm.out:
             cmds, sm.out = sm.out, []
+            acks: list[tuple[int, str]] = []
             for c in cmds:
                 kind = c[0]
                 if kind == SEND:
@@ -312,25 +301,89 @@ class _Region(Actor):
                     shard = self._shards.get(c[1])
                     if shard is not None:
                         shard.tell(_HandOff(), self.ref)
+                    else:
+                        sm.handed_off(c[1], [])  # it stopped meanwhile: nothing to wait for
+                elif kind == START:
+                    if c[1] not in self._shards:
+                        self._start_shard(c[1])
                 elif kind == DRAIN:
                     self._flush_to(c[1])  # the marker goes after everything sent before it
                     self._region_of(c[1]).tell(_Drain(c[2], self.ref, self._node_id), self.ref)
                 elif kind == DRAINED:
-                    c[1].tell(_Drained(c[2], self._node_id), self.ref)
-                elif kind == GIVE_BACK:
-                    self._give_back(c[1], c[2])
-                elif kind == SHARD_DRAIN:
-                    shard = self._shards.get(c[1])
-                    if shard is not None:
-                        shard.tell(_ShardDrain(), self.ref)
+                    reply = _Drained(c[2], self._node_id)
+                    if acks:
+                        self._io.ack(acks)
+                        acks = []
+                    if self._io.pending:
+                        # After the stream write it depends on (rule 3).
+                        self._io.after(self._teller(c[1], reply))
+                    else:
+                        c[1].tell(reply, self.ref)
+                elif kind == STREAM:
+                    if acks:
+                        self._io.ack(acks)
+                        acks = []
+                    self._stream(c[1], c[2])
+                elif kind == ACK:
+                    acks.append((c[1], c[2]))
+                elif kind == PLAN:
+                    self._io.plan(c[1], c[2], c[3])
                 elif kind == LEFT:
                     self._flush()
                     done = self._leaving
                     if done is not None:
-                        if c[1] > 0:
-                            gevent.spawn_later(c[1], done.set)
-                        else:
-                            done.set()
+                        done.set()
+            if acks:
+                self._io.ack(acks)
+
+    def _teller(self, ref: ActorRef, message: Any) -> Callable[[], None]:
+        me = self.ref
+
+        def tell() -> None:
+            ref.tell(message, me)
+
+        return tell
+
+    def _stream(self, s: int, items: list[tuple[str, Any, ActorRef | None]]) -> None:
+        # Messages that came over the wire go to the shard's hand-over stream, in
+        # batches of the wire's shape (they are serializable: they travelled already).
+        encoded: list[tuple[int, bytes]] = []
+        for k in range(0, len(items), BATCH_LIMIT):
+            out = _Out()
+            for eid, msg, snd in items[k : k + BATCH_LIMIT]:
+                out.add(s, eid, msg, snd, 0)
+            try:
+                encoded.append(
+                    self._codec.encode_message(
+                        _RegionBatch(out.flat, out.senders, False, self._node_id)
+                    )
+                )
+            except SerializationError as e:
+                _log.warning("sharding region %r: cannot hand over: %s", self._type, e)
+                for _s, _eid, msg, snd, _h in out.messages():
+                    self.context.system.publish_dead_letter(msg, snd, self.ref)
+        self._io.stream(s, encoded)
+
+    def _take(self, s: int) -> Callable[[], list[tuple[str, Any, Any]]]:
+        # For shard `s`: take its hand-over stream (blocking I/O, in the shard's
+        # greenlet) and decode it.
+        store, codec, type_name = self._allocations, self._codec, self._type
+
+        def take() -> list[tuple[str, Any, Any]]:
+            items: list[tuple[str, Any, Any]] = []
+            for sid, payload in store.stream_take(type_name, s):
+                try:
+                    batch = codec.decode_message(sid, payload)
+                except Exception as e:
+                    _log.error("sharding %r shard %d: undecodable hand-over: %s", type_name, s, e)
+                    continue
+                f, senders = batch.flat, batch.senders
+                for k in range(0, len(f), 5):
+                    i = f[k + 3]
+                    items.append((f[k + 1], f[k + 2], senders[i] if i >= 0 else None))
+            return items
+
+        return take
 
     def _flush(self) -> None:
         for node in list(self._out):
@@ -386,6 +439,7 @@ class _Region(Actor):
                 f"shard:{self._type}:{s}",
                 self._node_id,
                 self._ttl,
+                self._take(s),
             ),
             str(s),
         )
@@ -393,46 +447,30 @@ class _Region(Actor):
         self._shards[s] = ref
         return ref
 
-    # -- membership and hand-over (decided by the state machine) ------------------------------
-    def _view_key(self) -> tuple[Any, ...]:
-        node = cluster_node(self.context.system)
-        return (*((m.address.node, m.status) for m in node.members()), node.leaving_nodes)
-
-    def _membership(self) -> None:
-        members = Cluster(self.context.system).members
-        key = self._view_key()
-        leaving = cluster_node(self.context.system).leaving_nodes
-        self._sm.view(
-            [
-                Member(m.address.node, m.status, m.roles)
-                for m in members
-                if m.address.node is not None
-            ],
-            leaving,
-            key,
+    # -- the allocation table and hand-over (decided by the state machine) ---------------------
+    def _table(self, a: AllocationTable) -> None:
+        n = self._n
+        members = frozenset(a.members)
+        hosts = tuple(
+            sorted(
+                node
+                for node, hosting in a.registered.items()
+                if hosting and a.members.get(node) == "up"
+            )
         )
+        owners = tuple(a.owners.get(s, "") for s in range(n))
+        moving = {s: mv for s, mv in a.moving.items() if s < n}
+        self._sm.table(Table(a.epoch, owners, moving, a.version, members, hosts))
         self._run()
-        known = self._sm.members
         for node in list(self._regions):
-            if node not in known:
+            if node not in members:
                 del self._regions[node]
 
     def _handed_off(self, s: int, leftover: list[tuple[Any, ActorRef | None]]) -> None:
         ref = self._shards.pop(s, None)
         if ref is not None:
             self.context.unwatch(ref)
-        self._sm.handed_off(s, [(env.entity_id, env.message, snd) for env, snd in leftover])
+        self._sm.handed_off(
+            s, [(env.entity_id, env.message, snd, env.origin) for env, snd in leftover]
+        )
         self._run()
-
-    def _give_back(self, node: str, held: list[Held]) -> None:
-        out = _Out()
-        for h in held:
-            out.add(h.shard, h.entity_id, h.message, h.sender, h.hops)
-        self._flush_to(node)  # the batch keeps its place behind what went before
-        batch = _RegionBatch(out.flat, out.senders, self._leaving is not None, self._node_id)
-        try:
-            self._region_of(node).tell(batch, self.ref)
-        except SerializationError as e:  # they came over the wire: should not happen
-            _log.warning("sharding region %r: cannot give back %s: %s", self._type, node, e)
-            for h in held:
-                self.context.system.publish_dead_letter(h.message, h.sender, self.ref)

@@ -1,4 +1,5 @@
-"""The shard actor: runs a shard's entities while it holds the shard's lease."""
+"""The shard actor: runs a shard's entities while it holds the shard's lease, after
+it took the shard's hand-over stream (what the previous owner's side handed over)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Any
 from urllib.parse import quote
 from uuid import uuid4
 
+import gevent
 from greenlet import getcurrent
 
 from gactors._actor import Actor
@@ -17,7 +19,7 @@ from gactors._messages import Terminated
 from gactors._props import Props
 from gactors._ref import ActorRef
 from gactors.cluster._lease import LeasedProps, LeaseKeeper
-from gactors.cluster._seam import LeaseStore
+from gactors.cluster._seam import BackendUnavailable, LeaseStore
 from gactors.cluster._sharding._handover import BUFFER_LIMIT
 from gactors.cluster._sharding._protocol import (
     _PASSIVATE_TICK,
@@ -29,8 +31,7 @@ from gactors.cluster._sharding._protocol import (
     _Lost,
     _PassivateTick,
     _Released,
-    _ShardDrain,
-    _ShardDrained,
+    _Taken,
 )
 from gactors.cluster._singleton import poll_interval
 
@@ -48,6 +49,7 @@ class _Shard(Actor):
         lease: str,
         owner: str,
         lease_ttl: float,
+        take: Callable[[], list[tuple[str, Any, Any]]],
     ) -> None:
         self._shard = shard
         self._entity_props = entity_props
@@ -70,9 +72,12 @@ class _Shard(Actor):
         self._passivating: dict[str, list[tuple[Any, ActorRef | None]]] = {}
         self._handing_off = False
         self._done = False
-        # _ShardDrain requests not answered yet: answered once every message that came
-        # before them was delivered to its entity (after a hand-off the region answers).
-        self._drain_asked = 0
+        # The hand-over stream is taken once the lease is held, and delivered before
+        # anything routed here (it holds what was sent before the shard moved here).
+        self._take = take
+        self._taking = True  # not taken yet: everything is buffered
+        self._take_in_flight = False
+        self._finish_pending = False  # finish once the take in flight came back
 
     def pre_start(self) -> None:
         ref = self.ref
@@ -105,14 +110,9 @@ class _Shard(Actor):
                 return
             self._token = m.token
             _log.debug("shard %s: lease token %d", self.context.self.path, m.token)
-            buf = self._buffer
-            while buf and self._token is not None:
-                env, snd = buf.popleft()
-                self._deliver(env.entity_id, env.message, snd)
-            self._maybe_drained()
-        elif t is _ShardDrain:
-            self._drain_asked += 1
-            self._maybe_drained()
+            self._start_take()
+        elif t is _Taken:
+            self._taken(m.items)
         elif t is Terminated:
             self._terminated(m.actor)
         elif t is _PassivateTick:
@@ -136,8 +136,48 @@ class _Shard(Actor):
         else:
             self.unhandled(m)
 
+    def _start_take(self) -> None:
+        self._take_in_flight = True
+        ref, take, path = self.ref, self._take, self.context.self.path
+
+        def run() -> None:
+            delay = 0.05
+            while True:
+                try:
+                    items = take()
+                except BackendUnavailable as e:
+                    # The stream stays on the server: taking it is retried (the
+                    # shard's messages wait, in order).
+                    _log.warning("shard %s: cannot take its hand-over stream: %s", path, e)
+                    gevent.sleep(delay)
+                    delay = min(delay * 2, 2.0)
+                    continue
+                ref.tell(_Taken(items), None)
+                return
+
+        gevent.spawn(run)
+
+    def _taken(self, items: list[tuple[str, Any, Any]]) -> None:
+        self._take_in_flight = False
+        self._taking = False
+        # Handed over from other regions: they go first, and back to a stream if this
+        # shard hands off before delivering them (origin "~": not from this node).
+        envs = [(_Env(eid, msg, "~"), snd) for eid, msg, snd in items]
+        buf = self._buffer
+        buf.extendleft(reversed(envs))
+        if self._finish_pending:
+            self._finish()
+            return
+        if self._handing_off:
+            if not self._entities:
+                self._release()
+            return
+        while buf and self._token is not None:
+            env, snd = buf.popleft()
+            self._deliver(env.entity_id, env.message, snd)
+
     def _env(self, m: _Env, sender: ActorRef | None) -> None:
-        if self._token is None or self._handing_off:
+        if self._token is None or self._handing_off or self._taking:
             if len(self._buffer) < BUFFER_LIMIT:
                 self._buffer.append((m, sender))
             else:
@@ -188,18 +228,6 @@ class _Shard(Actor):
             # Messages that came while it passivated: start it again, in order.
             for msg, snd in waiting:
                 self._deliver(eid, msg, snd)
-            self._maybe_drained()
-
-    def _maybe_drained(self) -> None:
-        if (
-            self._drain_asked
-            and self._token is not None
-            and not self._handing_off
-            and not self._buffer
-            and not any(self._passivating.values())
-        ):
-            self.context.parent.tell(_ShardDrained(self._shard, self._drain_asked), self.ref)
-            self._drain_asked = 0
 
     def _passivate_idle(self) -> None:
         if self._handing_off or self._passivate is None:
@@ -215,6 +243,8 @@ class _Shard(Actor):
         if self._handing_off:
             return
         self._handing_off = True
+        if self._take_in_flight:
+            return  # _taken goes on with the hand-off once the stream is here
         if self._token is None:
             if self._keeper.token is not None:
                 # Granted, its _Acquired not here yet: give it back first.
@@ -240,6 +270,10 @@ class _Shard(Actor):
 
     def _finish(self) -> None:
         if self._done:
+            return
+        if self._take_in_flight:
+            # What the take brings must be in the leftover: finish once it is here.
+            self._finish_pending = True
             return
         self._done = True
         leftover = list(self._buffer)

@@ -1,0 +1,151 @@
+"""A region's I/O with its type's allocation table: one greenlet, one ordered queue.
+
+The state machine's I/O commands (register, read, plan, ack, hand-over stream
+writes) are carried out here in the order they were given, so that an ack never
+overtakes the stream write before it, and a drain confirmation that depends on a
+stream write (``after``) is sent only once the write is done. Every script returns
+the table; it is reported to the region (a message), never acted on here. A failed
+call is retried with backoff (a read is not: the next heartbeat reads again).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import gevent
+from gevent.queue import Queue
+
+from gactors.cluster._seam import AllocationStore, AllocationTable, BackendUnavailable
+
+_log = logging.getLogger("gactors.cluster.sharding")
+
+_SYNC, _REGISTER, _PLAN, _ACK, _STREAM, _AFTER = range(6)
+
+
+class AllocIO:
+    """The ordered I/O of the region of ``type_name`` on ``node`` (``report`` gets
+    each table a call returned; it must not block: it sends a message)."""
+
+    def __init__(
+        self,
+        store: AllocationStore,
+        type_name: str,
+        node: str,
+        hosting: bool,
+        report: Callable[[AllocationTable], Any],
+        max_delay: float,
+    ) -> None:
+        self._store = store
+        self._type = type_name
+        self._node = node
+        self._hosting = hosting
+        self._report = report
+        self._max_delay = max_delay
+        self._queue: Queue[tuple[int, Any] | None] = Queue()
+        self._pending = 0
+        self._sync_queued = False
+        self._closed = False
+        self._greenlet = gevent.spawn(self._loop)
+        self._put(_REGISTER, None)
+
+    @property
+    def pending(self) -> bool:
+        """True while calls are queued or running (a confirmation then waits)."""
+        return self._pending > 0
+
+    def sync(self) -> None:
+        """Read the table (at most one read queued at a time)."""
+        if not self._sync_queued:
+            self._sync_queued = True
+            self._put(_SYNC, None)
+
+    def plan(self, version: int, epoch: int, desired: Sequence[str]) -> None:
+        self._put(_PLAN, (version, epoch, list(desired)))
+
+    def ack(self, moves: list[tuple[int, str]]) -> None:
+        self._put(_ACK, moves)
+
+    def stream(self, shard: int, items: list[tuple[int, bytes]]) -> None:
+        self._put(_STREAM, (shard, items))
+
+    def after(self, fn: Callable[[], Any]) -> None:
+        """Call ``fn`` once every call queued before it is done."""
+        self._put(_AFTER, fn)
+
+    def close(self, unregister: bool) -> None:
+        """Stop (what is queued is dropped); ``unregister``: tell the table this
+        region stops, best effort, in a greenlet of its own."""
+        self._closed = True
+        self._queue.put(None)
+        if unregister:
+            store, type_name, node = self._store, self._type, self._node
+
+            def bye() -> None:
+                try:
+                    with gevent.Timeout(5.0, False):
+                        store.unregister(type_name, node)
+                except BackendUnavailable as e:
+                    # Its node's removal from the membership releases the moves then.
+                    _log.warning("sharding region %r: cannot unregister: %s", type_name, e)
+                finally:
+                    store.close()
+
+            gevent.spawn(bye)
+        else:
+            self._store.close()
+
+    def _put(self, kind: int, arg: Any) -> None:
+        if self._closed:
+            return
+        self._pending += 1
+        self._queue.put((kind, arg))
+
+    def _loop(self) -> None:
+        while True:
+            job = self._queue.get()
+            if job is None or self._closed:
+                return
+            kind, arg = job
+            if kind == _SYNC:
+                self._sync_queued = False
+            delay = 0.05
+            table: AllocationTable | None = None
+            while not self._closed:
+                try:
+                    table = self._call(kind, arg)
+                    break
+                except BackendUnavailable as e:
+                    if kind == _SYNC:
+                        _log.debug("sharding region %r: cannot read its table: %s", self._type, e)
+                        break
+                    _log.warning(
+                        "sharding region %r: allocation table call failed (retried): %s",
+                        self._type,
+                        e,
+                    )
+                    gevent.sleep(delay)
+                    delay = min(delay * 2, self._max_delay)
+                except Exception:
+                    _log.exception("sharding region %r: allocation table call failed", self._type)
+                    break
+            self._pending -= 1
+            if table is not None and not self._closed:
+                self._report(table)
+
+    def _call(self, kind: int, arg: Any) -> AllocationTable | None:
+        store, t = self._store, self._type
+        if kind == _SYNC:
+            return store.sync(t)
+        if kind == _REGISTER:
+            return store.register(t, self._node, self._hosting)
+        if kind == _PLAN:
+            return store.plan(t, *arg)
+        if kind == _ACK:
+            return store.ack(t, self._node, arg)
+        if kind == _STREAM:
+            store.stream_append(t, *arg)
+            return None
+        arg()  # _AFTER
+        return None
