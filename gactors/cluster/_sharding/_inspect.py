@@ -23,9 +23,10 @@ def local_shards(system: ActorSystem) -> list[dict[str, Any]]:
          "shards": [{"shard": int, "entities": int, "token": int | None,
                      "state": "running" | "waiting for lease" | "handing off"}]}
 
-    ``allocation`` is the region's own view (rendezvous hashing over the hosting
-    members it sees); ``shards`` are the shard actors that exist on this node. Read in
-    the hub thread (cells are only touched there), without any I/O.
+    ``allocation`` is the owners in the type's allocation table as this region last
+    read it (a moving shard counts for its old owner); ``shards`` are the shard
+    actors that exist on this node. Read in the hub thread (cells are only touched
+    there), without any I/O.
     """
     if not system.has_extension(_ShardingExtension):
         return []
@@ -79,7 +80,7 @@ def local_shards(system: ActorSystem) -> list[dict[str, Any]]:
 def owned_shards(system: ActorSystem) -> dict[str, tuple[int, tuple[int, ...]]]:
     """Read-only, for the reminders (internal): ``{type_name: (number_of_shards, the
     shards allocated to this node now)}`` for every region started here (a proxy's
-    tuple is empty). The allocation is the region's own view, as routing uses it; read
+    tuple is empty). The allocation is the table as the region last read it; read
     in the hub thread, without any I/O."""
     if not system.has_extension(_ShardingExtension):
         return {}
