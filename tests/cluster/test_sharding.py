@@ -125,6 +125,14 @@ def deliver_all(shards: Shards, ents: list[str], sent: int) -> None:
         )
 
 
+def assert_no_misroute(shards: Shards) -> None:
+    """No region got a message for a shard it does not own from a member: the
+    "cannot happen" of the allocation table (RegionState.misrouted, logged)."""
+    for p in shards.procs:
+        bad = [line for line in p.log().splitlines() if "which should have sent it to" in line]
+        assert not bad, f"{node_of(p)}: {bad[:3]}"
+
+
 def ask_who(client: NodeProc, entity: str, timeout: float = 20.0) -> list[Any]:
     """Ask until an answer comes (an entity may be moving)."""
     deadline = time.monotonic() + timeout
@@ -269,6 +277,7 @@ def test_order_per_sender_and_entity_under_rebalance_on_join(shards: Shards) -> 
     sent = c.command(cmd="shard-stream-stop")["sent"]
     deliver_all(shards, ents, sent)
     assert_no_overlap(shards.records())
+    assert_no_misroute(shards)
 
 
 def test_failover_after_a_crash_once_the_leases_expired(shards: Shards) -> None:
@@ -338,10 +347,8 @@ def test_buffers_are_bounded_overflow_is_dead_letters_then_delivered_in_order(
 def test_three_hosts_leaving_at_once_lose_no_message(shards: Shards) -> None:
     # Three of four hosts leave at the same moment (a gunicorn HUP stops its workers
     # together) while a client streams to entities on all of them: every message still
-    # arrives exactly once, every entity ends on the host that stays, and no entity
-    # ever runs twice. Order is kept unless the regions' views disagreed in a circle
-    # (a message bouncing between leaving hosts), which is broken after two heartbeats
-    # (docs/cluster/singleton-sharding.md): measured and logged, not asserted.
+    # arrives exactly once and in order, every entity ends on the host that stays, and
+    # no entity ever runs twice (the allocation table decides every move in one place).
     hosts = [shards.host() for _ in range(4)]
     c = shards.client()
     wait_members(c, 5)
@@ -359,18 +366,8 @@ def test_three_hosts_leaving_at_once_lose_no_message(shards: Shards) -> None:
     time.sleep(1.0)
     sent = c.command(cmd="shard-stream-stop")["sent"]
     assert sent > 100
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline and not all(len(shards.msgs(e)) >= sent for e in ents):
-        time.sleep(0.1)
-    overtaken = 0
-    for e in ents:
-        got = shards.msgs(e)
-        assert sorted(got) == list(range(sent)), (
-            f"{e}: {len(got)} of {sent}; missing {sorted(set(range(sent)) - set(got))[:20]}; "
-            f"dead letters: {dead_letters(shards)}"
-        )
-        overtaken += sum(1 for i in range(1, len(got)) if got[i] < got[i - 1])
-    _log.warning("three hosts leaving at once: %d message(s) overtaken of %d", overtaken, sent * 16)
+    deliver_all(shards, ents, sent)
+    assert_no_misroute(shards)
     for e in ents:
         assert ask_who(c, e)[0] == node_of(stays)
     assert_no_overlap(shards.records())

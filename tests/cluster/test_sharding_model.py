@@ -370,7 +370,22 @@ class ShardingModel(RuleBasedStateMachine):
         return True
 
     def _finish_leaving(self, node: Node) -> None:
-        assert not node.shards, "a region reported its leave done with shards running"
+        if node.shards:
+            # Only when no other node could host: they stop with the system.
+            assert not node.sm.hosts, "a region reported its leave done with shards running"
+            for shard in node.shards.values():
+                for kind, item in shard.mailbox:
+                    if kind == "env":
+                        self._dead_letter(item[1])
+                for item in shard.buffer:
+                    self._dead_letter(item[1])
+                if shard.leased:
+                    del self.lease[shard.s]
+            node.shards.clear()
+        for _kind, _s, leftover in node.from_shards:
+            for item in leftover:
+                self._dead_letter(item[1])
+        node.from_shards.clear()
         node.alive = False
         for h in node.sm.drop_all():  # the region's post_stop
             self._dead_letter(h.message)
@@ -379,7 +394,7 @@ class ShardingModel(RuleBasedStateMachine):
         self.version += 1
 
     def _can_finish(self, node: Node) -> bool:
-        return node.alive and node.left and not node.io and not node.from_shards
+        return node.alive and node.left and not node.io
 
     # -- rules -----------------------------------------------------------------------------
     @rule(

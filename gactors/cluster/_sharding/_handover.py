@@ -44,7 +44,8 @@ The rules (one region):
    stream, before anything else), then gets the held messages. To another node: the
    held messages go there, in order.
 5. A node removed from the cluster needs no drain and no ack.
-6. A leaving node is not a planned owner; its leave is done once it owns nothing.
+6. A leaving node is not a planned owner; its leave is done once it owns nothing (or
+   at once when no other node can host: its shards stop with it).
 7. A message that came from another region for a shard this region does not own
    "cannot happen" (only from a region that is no member any more); it is forwarded
    to the owner and counted (:attr:`RegionState.misrouted`).
@@ -151,6 +152,8 @@ class RegionState:
         self.moves: dict[int, _Move] = {}
         self.held: dict[int, deque[Held]] = {}
         self.members: frozenset[str] = frozenset()
+        #: The nodes a plan may name (the last table's ``hosts``).
+        self.hosts: tuple[str, ...] = ()
         self.epoch = -1
         self.leaving = False
         self.left = False
@@ -190,6 +193,7 @@ class RegionState:
             return
         self.epoch = t.epoch
         self.members = t.members
+        self.hosts = t.hosts
         me = self.node_id
         for s in range(self.n):
             mv = t.moving.get(s)
@@ -363,11 +367,21 @@ class RegionState:
         if not self.leaving or self.left:
             return
         me = self.node_id
-        if (
+        if self.epoch >= 0 and not self.hosts:
+            # No other node can take the shards over: they stop with this node (what
+            # they hold is dead letters then), instead of waiting for the budget.
+            _log.info(
+                "sharding region %r on %s: no other host to hand its shards to",
+                self.type_name,
+                me,
+            )
+        elif (
             me in self.owners
             or self.started
             or me in self.last
-            or any(m.from_ == me or m.local for m in self.moves.values())
+            # A move to this node it acked may flip to it any time (found by the model:
+            # a leave reported done while a flip to the leaving node was under way).
+            or any(me in (m.from_, m.to) or m.local for m in self.moves.values())
         ):
             return
         self.left = True
