@@ -19,6 +19,7 @@ acked and returns the table with the membership it was read with.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -70,7 +71,16 @@ def parse_table(raw: Sequence[Any]) -> AllocationTable:
             f, _, t = _text(fields[i + 1]).partition("|")
             moving[int(name[2:])] = (f, t)
     registered = {_text(regs[i]): _text(regs[i + 1]) == "1" for i in range(0, len(regs), 2)}
-    status = {_text(info[i]): _text(info[i + 1]).split("|", 1)[0] for i in range(0, len(info), 2)}
+    status: dict[str, str] = {}
+    roles: dict[str, tuple[str, ...]] = {}
+    for i in range(0, len(info), 2):
+        node = _text(info[i])
+        st, _joined, raw_roles = [*_text(info[i + 1]).split("|", 2), "", ""][:3]
+        status[node] = st
+        try:
+            roles[node] = tuple(json.loads(raw_roles))
+        except ValueError:
+            roles[node] = ()
     return AllocationTable(
         epoch=int(epoch),
         version=int(version),
@@ -78,6 +88,7 @@ def parse_table(raw: Sequence[Any]) -> AllocationTable:
         moving=moving,
         registered=registered,
         members={_text(n): status.get(_text(n), "up") for n in members},
+        roles={_text(n): roles.get(_text(n), ()) for n in members},
     )
 
 

@@ -346,6 +346,8 @@ class AllocationTable:
     registered: dict[str, bool]
     #: The cluster's members: node -> status (``"up"`` or ``"leaving"``).
     members: dict[str, str]
+    #: The members' roles.
+    roles: dict[str, tuple[str, ...]]
 
 
 @runtime_checkable

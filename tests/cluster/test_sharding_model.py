@@ -85,7 +85,7 @@ class AllocTable:
             dict(self.moving),
             self.model.version,
             frozenset(truth),
-            tuple(sorted(n for n, h in self.registered.items() if h and truth.get(n) == "up")),
+            tuple(sorted(n for n, st_ in truth.items() if st_ == "up")),
         )
 
     def _flips(self) -> None:
@@ -101,12 +101,14 @@ class AllocTable:
 
     def register(self, node: str, hosting: bool) -> Table:
         self.registered[node] = hosting
+        self.epoch += 1  # who can host changed
         for acks in self.acks.values():
             acks.add(node)  # it sent nothing anywhere yet
         return self.snapshot()
 
     def unregister(self, node: str) -> Table:
-        self.registered.pop(node, None)
+        if self.registered.pop(node, None) is not None:
+            self.epoch += 1
         return self.snapshot()
 
     def plan(self, version: int, epoch: int, desired: list[str]) -> Table:

@@ -110,8 +110,8 @@ class Table(NamedTuple):
     version: int
     #: the cluster's members at that version
     members: frozenset[str]
-    #: registered hosting regions whose node is a member with status up, sorted: the
-    #: nodes a plan may allocate to
+    #: the members that host the type (up, with its role), sorted: the nodes a plan
+    #: allocates to (the table takes one only once its region registered)
     hosts: tuple[str, ...]
 
 
@@ -367,7 +367,12 @@ class RegionState:
         if not self.leaving or self.left:
             return
         me = self.node_id
-        if self.epoch >= 0 and not self.hosts:
+        if self.epoch < 0 or me in self.hosts:
+            # Not read since this node's status is "leaving": a plan made before may
+            # still name it (found by the model: a leave reported done, then a plan in
+            # flight gave it shards).
+            return
+        if not self.hosts:
             # No other node can take the shards over: they stop with this node (what
             # they hold is dead letters then), instead of waiting for the budget.
             _log.info(

@@ -451,11 +451,14 @@ class _Region(Actor):
     def _table(self, a: AllocationTable) -> None:
         n = self._n
         members = frozenset(a.members)
+        # Every up member with the role hosts (SPEC: role=None: every member); the plan
+        # script names one only once its region registered (until then the shard waits).
+        role = self._role
         hosts = tuple(
             sorted(
                 node
-                for node, hosting in a.registered.items()
-                if hosting and a.members.get(node) == "up"
+                for node, status in a.members.items()
+                if status == "up" and (role is None or role in a.roles.get(node, ()))
             )
         )
         owners = tuple(a.owners.get(s, "") for s in range(n))

@@ -9,5 +9,7 @@ for i = 1, #tbl, 2 do
     redis.call('HSET', alloc, f, tbl[i + 1] .. node .. ',')
   end
 end
+-- Who can host changed: plans computed before are stale.
+redis.call('HINCRBY', alloc, 'epoch', 1)
 flips()
 return snapshot()

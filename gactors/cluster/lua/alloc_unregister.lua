@@ -1,4 +1,4 @@
 -- After alloc.lua. ARGV: 1 node. Its region stopped: it acks nothing any more.
-redis.call('HDEL', regions, ARGV[1])
+if redis.call('HDEL', regions, ARGV[1]) == 1 then redis.call('HINCRBY', alloc, 'epoch', 1) end
 flips()
 return snapshot()
