@@ -191,6 +191,17 @@ class ShardingModel(RuleBasedStateMachine):
         self.misrouted = 0
         for name in NODES[:2]:
             self._join(name)
+        # Start from a settled cluster (every shard owned), so that what follows moves
+        # shards: the registrations, reads and plans run.
+        for _ in range(3):
+            for node in self.nodes.values():
+                node.io.append(("read",))
+                while node.io:
+                    self._io(node)
+                    while node.replies:
+                        node.sm.table(node.replies.popleft())
+                        self._run(node)
+        assert len(self.table.owner) == N_SHARDS
 
     # -- the world -------------------------------------------------------------------------
     def _join(self, name: str) -> None:
