@@ -163,6 +163,7 @@ class RegionState:
         #: Messages from another region for a shard this region does not own (rule 7;
         #: only a region that is no member any more can cause one).
         self.misrouted = 0
+        self._misrouted_from: set[str] = set()
         #: The commands to carry out, in order (the driver empties it).
         self.out: list[tuple[Any, ...]] = []
 
@@ -289,6 +290,9 @@ class RegionState:
     # -- decisions ---------------------------------------------------------------------------
     def _misrouted(self, s: int, origin: str, dest: str) -> None:
         self.misrouted += 1
+        if origin in self._misrouted_from:
+            return  # one warning per sending node is enough to tell (a node gone rogue)
+        self._misrouted_from.add(origin)
         _log.warning(
             "sharding region %r on %s: a message for shard %d came from %s, which should "
             "have sent it to %s; forwarded",
