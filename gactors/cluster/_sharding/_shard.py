@@ -148,10 +148,25 @@ class _Shard(Actor):
                 except BackendUnavailable as e:
                     # The stream stays on the server: taking it is retried (the
                     # shard's messages wait, in order).
-                    _log.warning("shard %s: cannot take its hand-over stream: %s", path, e)
+                    if e.maybe_sent:
+                        # The take reads and deletes in one step: if it ran and only
+                        # its reply was lost, those messages are gone (at most once).
+                        _log.error(
+                            "shard %s: the take of its hand-over stream may have run "
+                            "without its reply (its messages are then lost): %s",
+                            path,
+                            e,
+                        )
+                    else:
+                        _log.warning("shard %s: cannot take its hand-over stream: %s", path, e)
                     gevent.sleep(delay)
                     delay = min(delay * 2, 2.0)
                     continue
+                except Exception:
+                    # The region stopped meanwhile (its store closed): the stream stays
+                    # on the server for the shard's next owner.
+                    _log.debug("shard %s: hand-over stream not taken", path, exc_info=True)
+                    return
                 ref.tell(_Taken(items), None)
                 return
 
