@@ -96,6 +96,7 @@ class _Region(Actor):
         self._sm = RegionState(type_name, number_of_shards, self._node_id, entity_props is not None)
         self._decide = self._sm.route
         self._codec = node.codec
+        self._hb = node.settings.heartbeat_interval
         self._allocations = allocations
         ref = self.ref
         self._io = AllocIO(
@@ -119,8 +120,7 @@ class _Region(Actor):
         # Read the allocation table every heartbeat (one script call, not per message):
         # flips of moves, plans after membership changes (a member turning "leaving"
         # publishes no event).
-        hb = cluster_node(self.context.system).settings.heartbeat_interval
-        self.timers.start_timer_with_fixed_delay("view", _VIEW_TICK, hb)
+        self.timers.start_timer_with_fixed_delay("view", _VIEW_TICK, self._hb)
 
     def post_stop(self) -> None:
         Cluster(self.context.system).unsubscribe(self.ref)
@@ -173,6 +173,8 @@ class _Region(Actor):
         elif t is _Drain:
             self._sm.drain_request(m.shard, m.reply_to, m.node)
             self._run()
+            # Another region saw the shard move: this one may not have yet.
+            self._io.sync()
         elif t is _Drained:
             self._sm.drained(m.shard, m.node)
             self._run()
@@ -468,6 +470,10 @@ class _Region(Actor):
         for node in list(self._regions):
             if node not in members:
                 del self._regions[node]
+        if self._sm.moves and not self.timers.is_timer_active("moves"):
+            # While shards move, read the table four times a heartbeat: a flip is seen
+            # sooner (a graceful leave has a budget of a few heartbeats).
+            self.timers.start_single_timer("moves", _VIEW_TICK, self._hb / 4)
 
     def _handed_off(self, s: int, leftover: list[tuple[Any, ActorRef | None]]) -> None:
         ref = self._shards.pop(s, None)
