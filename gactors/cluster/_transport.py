@@ -28,6 +28,7 @@ from time import monotonic, perf_counter
 from typing import Any
 
 import gevent
+from gevent import sleep
 
 from gactors import _sysmsg as sm
 from gactors._messages import Status
@@ -350,8 +351,20 @@ class _Transport(_NodeBase):
                 rt = reader.last_round_trip
                 if rt is not None:
                     read_seconds.add(rt)
+                if not batches:
+                    continue
                 for data in batches:
                     deliver(data)
+                # Before the next read goes out, let what these batches woke run (an
+                # asker, the workers of the recipients) and the flusher send what they
+                # told: the read's packing and system calls are then off the path of a
+                # reply (a question answered here, an answer handed to its asker),
+                # which they lengthened by their whole cost. The first yield queues this
+                # greenlet behind the woken ones; if they queued messages, the second
+                # queues it behind the flusher they woke.
+                sleep(0)
+                if self._wake_set:
+                    sleep(0)
         finally:
             reader.close()
 
