@@ -470,6 +470,13 @@ class WireCodec:
 
 def _encode_compact(records: Sequence[Record]) -> bytes:
     """``records`` as a compact batch (see :class:`_Compact`)."""
+    if len(records) == 1:
+        # A flush of one message (every question and answer of a sequential ask):
+        # its columns directly, without the head table's dict and six list passes.
+        r = records[0]
+        return _wire_encode(
+            (COMPACT, [(r.recipient, r.sender)], [r.kind], [0], [r.serializer_id], [r.payload])
+        )
     recipients = [r.recipient for r in records]
     senders = [r.sender for r in records]
     heads: dict[tuple[Any, Any], int] = {}
