@@ -15,6 +15,12 @@ JSON object per figure:
 * ``rebalance``: shards moved when a third/fourth host joins vs the ideal (the new
   node's fair share), over many random node ids (rendezvous allocation).
 
+``--cpu`` adds to ``entity_throughput`` the CPU time (``process_time``) each process
+spent in that phase, in µs per message (the hosts are told when the phase starts and
+ends by SIGUSR1): robust to a loaded machine where msgs/s is not. ``--profile DIR``
+also writes a cProfile of each process for that phase (``DIR/client.prof``,
+``DIR/host1.prof``, ``DIR/host2.prof``; the CPU figures then include its overhead).
+
 Figures, not assertions: nothing here fails on a slow machine.
 """
 
@@ -26,6 +32,7 @@ monkey.patch_all()
 
 # ruff: noqa: E402
 import argparse
+import cProfile
 import json
 import logging
 import os
@@ -87,8 +94,40 @@ class Marker(Actor):
         pass
 
 
-def _host(url: str, name: str, marker: str) -> None:
+class _Phase:
+    """CPU time (and with ``profile`` a cProfile) of this process between two calls
+    of :meth:`toggle` (``--cpu``, ``--profile``): the first starts, the second writes
+    ``out/<name>.cpu`` (and ``out/<name>.prof``)."""
+
+    def __init__(self, out: Path, name: str, profile: bool) -> None:
+        self.out = out
+        self.name = name
+        self.profile = profile
+        self.prof: cProfile.Profile | None = None
+        self.cpu0: float | None = None
+
+    def toggle(self) -> None:
+        if self.cpu0 is None:
+            self.cpu0 = time.process_time()
+            if self.profile:
+                self.prof = cProfile.Profile()
+                self.prof.enable()
+            return
+        if self.prof is not None:
+            self.prof.disable()
+            self.prof.dump_stats(str(self.out / f"{self.name}.prof"))
+            self.prof = None
+        cpu = time.process_time() - self.cpu0
+        (self.out / f"{self.name}.cpu").write_text(json.dumps({"cpu_s": cpu}))
+        self.cpu0 = None
+
+
+def _host(url: str, name: str, marker: str, label: str = "host") -> None:
     """A host process: entities of "bench" and the singleton "marker"."""
+    out = os.environ.get("GACTORS_BENCH_PHASE")
+    if out:
+        phase = _Phase(Path(out), label, bool(os.environ.get("GACTORS_BENCH_CPROFILE")))
+        gevent.signal_handler(signal.SIGUSR1, phase.toggle)
     system = ActorSystem(name, config={"cluster": dict(SETTINGS, url=url, roles=["host"])})
     ClusterSharding(system).start(
         "bench", Props(Counter), number_of_shards=100, role="host", passivate_idle_after=None
@@ -100,11 +139,20 @@ def _host(url: str, name: str, marker: str) -> None:
     system.await_termination()
 
 
-def _spawn_host(url: str, name: str, marker: str) -> subprocess.Popen[str]:
+def _spawn_host(
+    url: str, name: str, marker: str, label: str, phase: str | None, profile: bool
+) -> subprocess.Popen[str]:
+    env = dict(os.environ)
+    if phase:
+        env["GACTORS_BENCH_PHASE"] = phase
+        if profile:
+            env["GACTORS_BENCH_CPROFILE"] = "1"
+    cmd = [sys.executable, "-m", "benchmarks.cluster_sharding", "--host", url, name, marker]
     p = subprocess.Popen(
-        [sys.executable, "-m", "benchmarks.cluster_sharding", "--host", url, name, marker],
+        [*cmd, label],
         stdout=subprocess.PIPE,
         text=True,
+        env=env,
     )
     assert p.stdout is not None
     line = p.stdout.readline()
@@ -152,6 +200,35 @@ def bench_throughput(system: ActorSystem, messages: int, entities: int) -> dict[
         "msg_per_s": round(total / took),
         "send_only_msg_per_s": round(messages / sent),
     }
+
+
+def _phase_throughput(
+    system: ActorSystem, hosts: list[Any], args: argparse.Namespace, out: Path, profile: bool
+) -> dict[str, Any]:
+    """bench_throughput with the CPU time of every process (``--cpu``), and a cProfile
+    of each (``--profile``): adds the CPU µs per message of each to the figure."""
+    mine = _Phase(out, "client", profile)
+
+    def toggle() -> None:
+        for h in hosts:
+            h.send_signal(signal.SIGUSR1)
+        mine.toggle()
+
+    toggle()
+    gevent.sleep(0.2)  # the hosts' handlers run
+    fig = bench_throughput(system, args.messages, args.entities)
+    toggle()
+    names = ["client", "host1", "host2"]
+    deadline = time.monotonic() + 30
+    while not all((out / f"{n}.cpu").exists() for n in names):
+        if time.monotonic() > deadline:
+            raise RuntimeError("a host did not write its CPU time")
+        time.sleep(0.05)
+    for n in names:
+        cpu = json.loads((out / f"{n}.cpu").read_text())["cpu_s"]
+        (out / f"{n}.cpu").unlink()
+        fig[f"cpu_us_per_msg_{n}"] = round(cpu / args.messages * 1e6, 3)
+    return fig
 
 
 def bench_baseline(system: ActorSystem, hosts: list[Any], messages: int) -> dict[str, Any]:
@@ -273,7 +350,7 @@ def bench_rebalance(trials: int) -> list[dict[str, Any]]:
 
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "--host":
-        _host(*sys.argv[2:5])
+        _host(*sys.argv[2:6])
         return
     ap = argparse.ArgumentParser()
     ap.add_argument("--url")
@@ -281,6 +358,12 @@ def main() -> None:
     ap.add_argument("--entities", type=int, default=200)
     ap.add_argument(
         "--only", action="store_true", help="only first_message, entity throughput and baseline"
+    )
+    ap.add_argument(
+        "--cpu", action="store_true", help="CPU µs per message of each process (throughput)"
+    )
+    ap.add_argument(
+        "--profile", metavar="DIR", help="also a cProfile of each process (throughput), to DIR"
     )
     args = ap.parse_args()
     server = None
@@ -290,13 +373,26 @@ def main() -> None:
         url = server.url
     name = f"bench{uuid.uuid4().hex[:6]}"
     marker = Path(tempfile.mkdtemp()) / "singleton.jsonl"
-    hosts = [_spawn_host(url, name, str(marker)) for _ in range(2)]
+    phase = None
+    if args.profile:
+        Path(args.profile).mkdir(parents=True, exist_ok=True)
+        phase = str(Path(args.profile).resolve())
+    elif args.cpu:
+        phase = tempfile.mkdtemp()
+    hosts = [
+        _spawn_host(url, name, str(marker), f"host{i}", phase, bool(args.profile))
+        for i in (1, 2)
+    ]
     system = ActorSystem(name, config={"cluster": dict(SETTINGS, url=url)})
     try:
         _wait_members(system, 3)
         ClusterSharding(system).start_proxy("bench", number_of_shards=100, role="host")
         print(json.dumps(bench_first_message(system, 400)), flush=True)
-        print(json.dumps(bench_throughput(system, args.messages, args.entities)), flush=True)
+        if phase is None:
+            print(json.dumps(bench_throughput(system, args.messages, args.entities)), flush=True)
+        else:
+            fig = _phase_throughput(system, hosts, args, Path(phase), bool(args.profile))
+            print(json.dumps(fig), flush=True)
         print(json.dumps(bench_baseline(system, hosts, args.messages)), flush=True)
         if not args.only:
             print(json.dumps(bench_failover(marker, hosts)), flush=True)
