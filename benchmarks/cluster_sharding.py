@@ -380,8 +380,7 @@ def main() -> None:
     elif args.cpu:
         phase = tempfile.mkdtemp()
     hosts = [
-        _spawn_host(url, name, str(marker), f"host{i}", phase, bool(args.profile))
-        for i in (1, 2)
+        _spawn_host(url, name, str(marker), f"host{i}", phase, bool(args.profile)) for i in (1, 2)
     ]
     system = ActorSystem(name, config={"cluster": dict(SETTINGS, url=url)})
     try:
