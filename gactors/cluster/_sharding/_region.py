@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import zlib
+from collections import deque
 from collections.abc import Callable
 from time import monotonic
 from typing import Any
@@ -60,6 +61,12 @@ from gactors.exceptions import SerializationError
 
 _log = logging.getLogger("gactors.cluster.sharding")
 
+#: The most envelopes a region takes from its mailbox in one receive (the dispatcher
+#: runs other actors and system messages between two such runs).
+_DRAIN_LIMIT = 1000
+#: The most entity ids whose shard a region remembers.
+_SHARD_IDS_LIMIT = 16384
+
 
 class _Region(Actor):
     def __init__(
@@ -105,10 +112,16 @@ class _Region(Actor):
         self._decide = self._sm.route
         self._out: dict[str, _Out] = {}
         self._flush_scheduled = False
-        # The actor's mailbox (read in receive only, in the hub like every mailbox use).
-        self._mailbox = self.context._cell.ensure_mailbox()  # noqa: SLF001  the region's own cell (its mailbox)
-        # While a batch is routed: shard -> (its ref, its messages from the batch).
-        self._collect: dict[int, tuple[ActorRef, list[tuple[_Env, ActorRef | None]]]] | None = None
+        # The actor's mailbox and its senders (in step with it; both allocated once
+        # and never replaced), read in receive only, in the hub like every mailbox use.
+        cell = self.context._cell  # noqa: SLF001  the region's own cell (its mailbox)
+        self._mailbox = cell.ensure_mailbox()
+        self._senders: deque[ActorRef | None] = cell.senders
+        # entity id -> shard (a crc32 of the id costs four dict looks; cleared when full).
+        self._shard_ids: dict[str, int] = {}
+        # While a batch is routed: shard -> (its ref, its messages from the batch, flat:
+        # entity id, message, sender, ...).
+        self._collect: dict[int, tuple[ActorRef, list[Any]]] | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------
     def pre_start(self) -> None:
@@ -138,37 +151,9 @@ class _Region(Actor):
     def receive(self, m: Any) -> None:
         t = type(m)
         if t is ShardingEnvelope:
-            eid = m.entity_id
-            if type(eid) is not str:
-                self._bad(m, f"entity_id must be a str, not {type(eid).__name__}")
-                return
-            self._route(zlib.crc32(eid.encode()) % self._n, eid, m.message, self.context.sender, 0)
+            self._envelopes(m, self.context.sender)
         elif t is _RegionBatch:
-            # The batch's messages for local shards go to each shard as one message.
-            route, src = self._route, m.src
-            if m.host and self._sm.sender_leaves(src):
-                self._membership()
-            collect: dict[int, tuple[ActorRef, list[tuple[_Env, ActorRef | None]]]] = {}
-            self._collect = collect
-            try:
-                f, senders = m.flat, m.senders
-                for k in range(0, len(f), 5):
-                    i = f[k + 3]
-                    route(
-                        f[k],
-                        f[k + 1],
-                        f[k + 2],
-                        senders[i] if i >= 0 else None,
-                        f[k + 4],
-                        src,
-                    )
-            finally:
-                self._collect = None
-                for shard, items in collect.values():
-                    if len(items) == 1:
-                        shard.tell(items[0][0], items[0][1])
-                    else:
-                        shard.tell(_Envs(items), self.ref)
+            self._batch(m)
         elif t is _Flush:
             self._flush_scheduled = False
             self._flush()
@@ -211,21 +196,115 @@ class _Region(Actor):
                     m,
                     "a message to a sharding region must be a ShardingEnvelope (or give "
                     "extract_entity_id)",
+                    self.context.sender,
                 )
                 return
             try:
                 eid, msg = extract(m)
             except Exception as e:
-                self._bad(m, f"extract_entity_id failed: {type(e).__name__}: {e}")
+                why = f"extract_entity_id failed: {type(e).__name__}: {e}"
+                self._bad(m, why, self.context.sender)
                 return
             if type(eid) is not str:
-                self._bad(m, f"extract_entity_id must return a str id, not {type(eid).__name__}")
+                why = f"extract_entity_id must return a str id, not {type(eid).__name__}"
+                self._bad(m, why, self.context.sender)
                 return
             self._route(zlib.crc32(eid.encode()) % self._n, eid, msg, self.context.sender, 0)
 
-    def _bad(self, m: Any, why: str) -> None:
+    def _bad(self, m: Any, why: str, sender: ActorRef | None) -> None:
         _log.warning("sharding region %r: dead letter %r: %s", self._type, m, why)
-        self.context.system.publish_dead_letter(m, self.context.sender, self.ref)
+        self.context.system.publish_dead_letter(m, sender, self.ref)
+
+    def _envelopes(self, m: ShardingEnvelope, sender: ActorRef | None) -> None:
+        # The hot path of a sending node: this envelope, then every envelope queued
+        # right behind it in the mailbox (up to _DRAIN_LIMIT), in one loop: no trip
+        # through the dispatcher, no sender lookup and no call into _route per message.
+        # The state machine still decides each one (_decide); what it decides is carried
+        # out as _route does (repeated here on purpose: a call less per message).
+        mailbox, senders = self._mailbox, self._senders
+        decide, node_id, n = self._decide, self._node_id, self._n
+        sm, outs, ids = self._sm, self._out, self._shard_ids
+        left = _DRAIN_LIMIT
+        while True:
+            eid = m.entity_id
+            if type(eid) is not str:
+                self._bad(m, f"entity_id must be a str, not {type(eid).__name__}", sender)
+            else:
+                s = ids.get(eid)
+                if s is None:
+                    if len(ids) >= _SHARD_IDS_LIMIT:
+                        ids.clear()
+                    s = ids[eid] = zlib.crc32(eid.encode()) % n
+                msg = m.message
+                dest = decide(s, eid, msg, sender, 0, "")
+                if dest is None:
+                    if sm.out:
+                        self._run()
+                elif dest == node_id:
+                    shard = self._shards.get(s)
+                    if shard is None:
+                        shard = self._start_shard(s)
+                    shard.tell(_Env(eid, msg), sender)
+                else:
+                    out = outs.get(dest)
+                    if out is None:
+                        out = outs[dest] = _Out()
+                    # _Out.add, written out (a call less per message).
+                    if sender is None:
+                        i = -1
+                    elif sender is out.last:
+                        i = out.last_i
+                    else:
+                        i = out.index_of(sender)
+                    flat = out.flat
+                    flat += (s, eid, msg, i, 1)
+                    if len(flat) >= _FLAT_LIMIT or not mailbox:
+                        self._flush_to(dest)
+                    elif not self._flush_scheduled:
+                        self._flush_scheduled = True
+                        self.ref.tell(_FLUSH, None)
+            left -= 1
+            if not left or not mailbox or type(mailbox[0]) is not ShardingEnvelope:
+                return
+            m = mailbox.popleft()
+            sender = senders.popleft()
+
+    def _batch(self, m: _RegionBatch) -> None:
+        # Messages another region forwarded. Those for local shards go to each shard as
+        # one message with its slice of the batch (_Envs), told once the whole batch
+        # was routed; the others are routed as _route does.
+        src = m.src
+        if m.host and self._sm.sender_leaves(src):
+            self._membership()
+        decide, node_id, sm, shards = self._decide, self._node_id, self._sm, self._shards
+        collect: dict[int, tuple[ActorRef, list[Any]]] = {}
+        self._collect = collect
+        try:
+            f, senders = m.flat, m.senders
+            for k in range(0, len(f), 5):
+                s, eid, msg, i = f[k], f[k + 1], f[k + 2], f[k + 3]
+                snd = senders[i] if i >= 0 else None
+                dest = decide(s, eid, msg, snd, f[k + 4], src)
+                if dest == node_id:
+                    c = collect.get(s)
+                    if c is None:
+                        shard = shards.get(s)
+                        if shard is None:
+                            shard = self._start_shard(s)
+                        c = collect[s] = (shard, [])
+                    c[1].extend((eid, msg, snd))
+                elif dest is None:
+                    if sm.out:
+                        self._run()
+                else:
+                    self._send(dest, s, eid, msg, snd, f[k + 4])
+        finally:
+            self._collect = None
+            for shard, items in collect.values():
+                if len(items) == 3:
+                    shard.tell(_Env(items[0], items[1]), items[2])
+                else:
+                    shard.tell(_Envs(items), self.ref)
 
     def _route(
         self,
@@ -255,7 +334,7 @@ class _Region(Actor):
                 c = collect.get(s)
                 if c is None:
                     c = collect[s] = (shard, [])
-                c[1].append((_Env(eid, msg), sender))
+                c[1].extend((eid, msg, sender))
         else:
             out = self._out.get(dest)
             if out is None:
@@ -280,7 +359,7 @@ class _Region(Actor):
                 c = collect.get(s)
                 if c is None:
                     c = collect[s] = (shard, [])
-                c[1].append((_Env(eid, msg), sender))
+                c[1].extend((eid, msg, sender))
             return
         # Gathered per node and sent as one batch once the mailbox got to the flush
         # marker told to self now (everything already queued is batched with it), or
