@@ -61,9 +61,6 @@ from gactors.exceptions import SerializationError
 
 _log = logging.getLogger("gactors.cluster.sharding")
 
-#: The most envelopes a region takes from its mailbox in one receive (the dispatcher
-#: runs other actors and system messages between two such runs).
-_DRAIN_LIMIT = 1000
 #: The most entity ids whose shard a region remembers.
 _SHARD_IDS_LIMIT = 16384
 
@@ -117,6 +114,11 @@ class _Region(Actor):
         cell = self.context._cell  # noqa: SLF001  the region's own cell (its mailbox)
         self._mailbox = cell.ensure_mailbox()
         self._senders: deque[ActorRef | None] = cell.senders
+        # The envelopes taken from the mailbox in one receive are counted as run by
+        # the dispatcher (the dashboard's and the metrics' figure), and at most its
+        # throughput of them are (other actors and system messages run in between).
+        self._dispatcher = cell.dispatcher
+        self._drain_limit = max(1, cell.dispatcher.throughput)
         # entity id -> shard (a crc32 of the id costs four dict looks; cleared when full).
         self._shard_ids: dict[str, int] = {}
         # While a batch is routed: shard -> (its ref, its messages from the batch, flat:
@@ -217,14 +219,14 @@ class _Region(Actor):
 
     def _envelopes(self, m: ShardingEnvelope, sender: ActorRef | None) -> None:
         # The hot path of a sending node: this envelope, then every envelope queued
-        # right behind it in the mailbox (up to _DRAIN_LIMIT), in one loop: no trip
+        # right behind it in the mailbox (up to _drain_limit), in one loop: no trip
         # through the dispatcher, no sender lookup and no call into _route per message.
         # The state machine still decides each one (_decide); what it decides is carried
         # out as _route does (repeated here on purpose: a call less per message).
         mailbox, senders = self._mailbox, self._senders
         decide, node_id, n = self._decide, self._node_id, self._n
         sm, outs, ids = self._sm, self._out, self._shard_ids
-        left = _DRAIN_LIMIT
+        left = limit = self._drain_limit
         while True:
             eid = m.entity_id
             if type(eid) is not str:
@@ -265,6 +267,8 @@ class _Region(Actor):
                         self.ref.tell(_FLUSH, None)
             left -= 1
             if not left or not mailbox or type(mailbox[0]) is not ShardingEnvelope:
+                if left < limit - 1:
+                    self._dispatcher.processed += limit - left - 1
                 return
             m = mailbox.popleft()
             sender = senders.popleft()
