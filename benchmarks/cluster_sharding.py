@@ -134,7 +134,7 @@ class _Sampler:
         lines = [f"{self.samples} samples, {cpu:.3f} s CPU; % of samples: self, then cumulative"]
         for title, counts in (("self", self.self_counts), ("cumulative", self.cum_counts)):
             lines.append(f"-- {title}")
-            for key, c in sorted(counts.items(), key=lambda kv: -kv[1])[:40]:
+            for key, c in sorted(counts.items(), key=lambda kv: -kv[1])[:200]:
                 lines.append(f"{100 * c / n:6.1f}  {key}")
         path.write_text("\n".join(lines) + "\n")
 
