@@ -267,8 +267,22 @@ def bench_throughput(
     }
 
 
+def _proc_cpu(pid: int | None) -> float | None:
+    """CPU seconds of another process so far (Linux /proc; None if unknown)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def _phase_throughput(
-    system: ActorSystem, hosts: list[Any], args: argparse.Namespace, out: Path, profile: str
+    system: ActorSystem,
+    hosts: list[Any],
+    args: argparse.Namespace,
+    out: Path,
+    profile: str,
+    redis_pid: int | None,
 ) -> dict[str, Any]:
     """bench_throughput with the CPU time of every process (``--cpu``), and a cProfile
     of each (``--profile``): adds the CPU µs per message of each to the figure."""
@@ -281,7 +295,9 @@ def _phase_throughput(
 
     toggle()
     gevent.sleep(0.2)  # the hosts' handlers run
+    redis0 = _proc_cpu(redis_pid)
     fig = bench_throughput(system, args.messages, args.entities, args.count == "sequential")
+    redis1 = _proc_cpu(redis_pid)
     toggle()
     names = ["client", "host1", "host2"]
     deadline = time.monotonic() + 30
@@ -293,6 +309,8 @@ def _phase_throughput(
         cpu = json.loads((out / f"{n}.cpu").read_text())["cpu_s"]
         (out / f"{n}.cpu").unlink()
         fig[f"cpu_us_per_msg_{n}"] = round(cpu / args.messages * 1e6, 3)
+    if redis0 is not None and redis1 is not None:  # the throwaway server (10 ms ticks)
+        fig["cpu_us_per_msg_redis"] = round((redis1 - redis0) / args.messages * 1e6, 3)
     return fig
 
 
@@ -464,7 +482,8 @@ def main() -> None:
             fig = bench_throughput(system, args.messages, args.entities, args.count == "sequential")
             print(json.dumps(fig), flush=True)
         else:
-            fig = _phase_throughput(system, hosts, args, Path(phase), profiler)
+            pid = server.pid if server is not None else None
+            fig = _phase_throughput(system, hosts, args, Path(phase), profiler, pid)
             print(json.dumps(fig), flush=True)
         print(json.dumps(bench_baseline(system, hosts, args.messages)), flush=True)
         if not args.only:
