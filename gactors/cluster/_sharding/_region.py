@@ -226,6 +226,7 @@ class _Region(Actor):
         mailbox, senders = self._mailbox, self._senders
         decide, node_id, n = self._decide, self._node_id, self._n
         sm, outs, ids = self._sm, self._out, self._shard_ids
+        full, envelope = _FLAT_LIMIT, ShardingEnvelope
         left = limit = self._drain_limit
         while True:
             eid = m.entity_id
@@ -260,13 +261,13 @@ class _Region(Actor):
                         i = out.index_of(sender)
                     flat = out.flat
                     flat += (s, eid, msg, i, 1)
-                    if len(flat) >= _FLAT_LIMIT or not mailbox:
+                    if len(flat) >= full or not mailbox:
                         self._flush_to(dest)
                     elif not self._flush_scheduled:
                         self._flush_scheduled = True
                         self.ref.tell(_FLUSH, None)
             left -= 1
-            if not left or not mailbox or type(mailbox[0]) is not ShardingEnvelope:
+            if not left or not mailbox or type(mailbox[0]) is not envelope:
                 if left < limit - 1:
                     self._dispatcher.processed += limit - left - 1
                 return
