@@ -23,7 +23,7 @@ ends by SIGUSR1): robust to a loaded machine where msgs/s is not. ``--profile DI
 also writes a cProfile of each process for that phase (``DIR/client.prof``,
 ``DIR/host1.prof``, ``DIR/host2.prof``; the CPU figures then include its overhead, and
 with greenlets its times are muddled), ``--sample DIR`` the functions found running
-every 0.5 ms of CPU (``DIR/client.txt``...: a statistical profile, little overhead).
+at each SIGPROF (``DIR/client.txt``...: a statistical profile, little overhead).
 
 Figures, not assertions: nothing here fails on a slow machine.
 """
@@ -99,8 +99,9 @@ class Marker(Actor):
 
 
 class _Sampler:
-    """A statistical profiler: every 0.5 ms of CPU (SIGPROF) it notes the function
-    running and every function on its stack. Unlike cProfile it is not misled by
+    """A statistical profiler: at each SIGPROF (asked for every 0.5 ms of CPU; the
+    kernel's timer may tick less often) it notes the function running and every
+    function on its stack. Unlike cProfile it is not misled by
     greenlet switches (a function that switched away is not charged for the time
     others ran) and it barely slows the process."""
 
