@@ -119,7 +119,8 @@ class _Region(Actor):
         # throughput of them are (other actors and system messages run in between).
         self._dispatcher = cell.dispatcher
         self._drain_limit = max(1, cell.dispatcher.throughput)
-        # entity id -> shard (a crc32 of the id costs four dict looks; cleared when full).
+        # entity id -> shard (the crc32 of the id costs about three dict look-ups; cleared
+        # when full).
         self._shard_ids: dict[str, int] = {}
         # While a batch is routed: shard -> (its ref, its messages from the batch, flat:
         # entity id, message, sender, ...).
