@@ -113,8 +113,10 @@ class _Out:
 
 
 #: The most messages in one batch between regions (bounds the wire message and the
-#: latency of the first one).
-BATCH_LIMIT = 200
+#: latency of the first one). 1,000 rather than 200: a host's shards then get longer
+#: slices and its entities several messages per run (a host's CPU per message 0.75x,
+#: docs/performance.md); a batch larger than max_message_size is sent in halves.
+BATCH_LIMIT = 1000
 _FLAT_LIMIT = 5 * BATCH_LIMIT
 
 

@@ -430,22 +430,44 @@ class _Region(Actor):
         try:
             ref.tell(_RegionBatch(out.flat, out.senders, host, self._node_id), self.ref)
         except SerializationError:
-            # One of them cannot travel (or the batch is too big): send one by one so
-            # only the unusable ones become dead letters.
-            for s, eid, msg, snd, hops in out.messages():
-                try:
-                    one = _RegionBatch(
-                        [s, eid, msg, -1 if snd is None else 0, hops],
-                        [] if snd is None else [snd],
-                        host,
-                        self._node_id,
-                    )
-                    ref.tell(one, self.ref)
-                except SerializationError as e:
-                    _log.warning(
-                        "sharding region %r: dead letter for entity %r: %s", self._type, eid, e
-                    )
-                    self.context.system.publish_dead_letter(msg, snd, self.ref)
+            self._split(ref, out.messages(), host)
+
+    def _split(
+        self,
+        ref: ActorRef,
+        items: list[tuple[int, str, Any, ActorRef | None, int]],
+        host: bool,
+    ) -> None:
+        # A batch that cannot travel: one of its messages cannot, or together they are
+        # larger than max_message_size. Each half goes as a batch of its own, in order,
+        # and is halved again if it cannot either, down to single messages: only the
+        # unusable ones become dead letters, and big messages still travel many a batch
+        # (not one by one).
+        if len(items) == 1:
+            s, eid, msg, snd, hops = items[0]
+            try:
+                one = _RegionBatch(
+                    [s, eid, msg, -1 if snd is None else 0, hops],
+                    [] if snd is None else [snd],
+                    host,
+                    self._node_id,
+                )
+                ref.tell(one, self.ref)
+            except SerializationError as e:
+                _log.warning(
+                    "sharding region %r: dead letter for entity %r: %s", self._type, eid, e
+                )
+                self.context.system.publish_dead_letter(msg, snd, self.ref)
+            return
+        mid = len(items) // 2
+        for half in (items[:mid], items[mid:]):
+            out = _Out()
+            for s, eid, msg, snd, hops in half:
+                out.add(s, eid, msg, snd, hops)
+            try:
+                ref.tell(_RegionBatch(out.flat, out.senders, host, self._node_id), self.ref)
+            except SerializationError:
+                self._split(ref, half, host)
 
     def _region_of(self, node: str) -> ActorRef:
         ref = self._regions.get(node)
