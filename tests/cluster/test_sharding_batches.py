@@ -143,7 +143,8 @@ def test_a_batch_for_several_entities_of_a_shard_keeps_order_and_senders(nodes: 
     a = client.actor_of(Props(Streamer), "a")
     b = client.actor_of(Props(Streamer), "b")
     n = 300
-    # Chunks from a, b and this greenlet (no sender) interleave in the client's region.
+    # Chunks from a, b and this greenlet (no sender: the entity sees deadLetters)
+    # interleave in the client's region.
     for first in range(0, n, 50):
         a.tell((first, first + 50, ids), None)
         b.tell((first, first + 50, ids), None)
