@@ -14,7 +14,9 @@ Shape (every name below is internal):
   node go to the local *shard* actor, the others to the owner's region, in *batches*
   per node: what the region's mailbox holds when it gets to its own flush marker (at
   most ``BATCH_LIMIT``) travels as one wire message, each sender once; the receiving
-  region routes the batch in order and hands each local shard its part as one message.
+  region routes the batch in order and hands each local shard its part as one message
+  (a batch that cannot travel, too big or with an unserializable message, goes in
+  halves, down to single messages).
   A drain marker or a leave flushes first, so batches never overtake or trail them.
 * A *shard* actor ``/system/sharding-<type>/<n>`` runs the shard's entities (its
   children, created on their first message) only while it holds the lease
