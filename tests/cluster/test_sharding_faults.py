@@ -211,11 +211,6 @@ class Cluster:
             p.close()
 
 
-@pytest.fixture
-def tmp_books(tmp_path: Path) -> Iterator[Path]:
-    yield tmp_path
-
-
 @contextlib.contextmanager
 def cluster_of(url: str, tmp: Path, hosts: int, **cluster: Any) -> Iterator[Cluster]:
     c = Cluster(url, tmp, **cluster)
@@ -390,8 +385,8 @@ def processed_on(b: Books, i: int) -> set[str]:
 
 
 @runs
-def test_a_host_joining_during_the_stream(redis_url: str, tmp_books: Path, run: int) -> None:
-    with cluster_of(redis_url, tmp_books, hosts=2) as c:
+def test_a_host_joining_during_the_stream(redis_url: str, tmp_path: Path, run: int) -> None:
+    with cluster_of(redis_url, tmp_path, hosts=2) as c:
         c.stream()
         new = c.start("host")
         c.wait_members(5)
@@ -408,9 +403,9 @@ def test_a_host_joining_during_the_stream(redis_url: str, tmp_books: Path, run: 
 
 @runs
 def test_one_host_then_two_at_once_leaving_during_the_stream(
-    redis_url: str, tmp_books: Path, run: int
+    redis_url: str, tmp_path: Path, run: int
 ) -> None:
-    with cluster_of(redis_url, tmp_books, hosts=4) as c:
+    with cluster_of(redis_url, tmp_path, hosts=4) as c:
         a, b1, b2, stays = c.nodes[:4]
         c.stream()
         a.send(cmd="leave")
@@ -437,8 +432,8 @@ def test_one_host_then_two_at_once_leaving_during_the_stream(
 
 
 @runs
-def test_a_host_killed_during_the_stream(redis_url: str, tmp_books: Path, run: int) -> None:
-    with cluster_of(redis_url, tmp_books, hosts=2) as c:
+def test_a_host_killed_during_the_stream(redis_url: str, tmp_path: Path, run: int) -> None:
+    with cluster_of(redis_url, tmp_path, hosts=2) as c:
         a = c.nodes[0]
         c.stream()
         a.signal(signal.SIGKILL)
@@ -457,32 +452,52 @@ def test_a_host_killed_during_the_stream(redis_url: str, tmp_books: Path, run: i
 
 
 @runs
-def test_a_host_paused_past_its_lease_during_the_stream(
-    redis_url: str, tmp_books: Path, run: int
+@pytest.mark.parametrize("down_after", [10.0, 2.0], ids=["stays-member", "downed"])
+def test_a_host_paused_past_its_lease_during_a_move(
+    redis_url: str, tmp_path: Path, run: int, down_after: float
 ) -> None:
-    # down_after longer than the pause: the paused host stays a member, so when it
-    # resumes it finds its leases taken and must stop its entities before they act.
-    with cluster_of(redis_url, tmp_books, hosts=2, down_after=10.0) as c:
+    # A host joins and, at once, an old host is paused (SIGSTOP) past its lease: its
+    # entities stay alive in its memory meanwhile. "stays-member": down_after is longer
+    # than the pause (2.5 leases), so it stays a member and, resuming, must find its
+    # leases expired and stop those entities before they act on anything more.
+    # "downed": the pause (down_after + lease_ttl + 1 s) is long enough for the others
+    # to down it and restart its shards; resuming, it learns it was downed and must not
+    # process anything more. Either way: no entity's incarnations interleave.
+    pause = FAST["lease_ttl"] * 2.5 if down_after > 5 else down_after + FAST["lease_ttl"] + 1.0
+    with cluster_of(redis_url, tmp_path, hosts=2, down_after=down_after) as c:
         a = c.nodes[0]
         c.stream()
+        new = c.start("host")
         a.signal(signal.SIGSTOP)
-        gevent.sleep(FAST["lease_ttl"] * 2.5)
+        stopped = time.monotonic()
+        gevent.sleep(pause)
         a.signal(signal.SIGCONT)
+        resumed = time.monotonic()
         gevent.sleep(4.0)
         sent = c.stop()
         b = settle(c, sent)
-        check("a host paused past its lease", c, sent, b)
-        assert processed_on(b, 0), "entities ran on the paused host (else nothing is tested)"
+        case = (
+            f"a host paused {pause:.2f} s (past its lease) during a move, down_after {down_after}"
+        )
+        counts = check(case, c, sent, b)
+        on_a = {r[2] for r in b.processed if r[1] == 0 and r[0] < stopped}
+        taken = {r[2] for r in b.processed if r[1] != 0 and stopped < r[0] < resumed} & on_a
+        print(  # noqa: T201 - seen with -s
+            f"[sharding-faults]   {len(taken)} of the paused host's {len(on_a)} entities "
+            f"processed elsewhere while it was paused"
+        )
+        assert on_a, f"entities ran on the paused host (else nothing is tested): {counts}"
+        assert processed_on(b, c.nodes.index(new)), "shards moved to the new host"
 
 
 # -- 5. Redis paused during a move --------------------------------------------------------
 
 
 @runs
-def test_redis_paused_during_a_move(tmp_books: Path, run: int) -> None:
+def test_redis_paused_during_a_move(tmp_path: Path, run: int) -> None:
     with RedisServer() as server:
         settings = {"down_after": 5.0}
-        with cluster_of(server.url, tmp_books, hosts=2, **settings) as c:
+        with cluster_of(server.url, tmp_path, hosts=2, **settings) as c:
             c.stream()
             new = c.start("host")  # shards start moving to it ...
             c.wait_members(5)
