@@ -23,7 +23,9 @@ line and the file says what this process did up to the kill), times from
 * ``S t entity inc`` an entity incarnation started, ``T t entity inc`` it stopped;
 * ``M t entity inc sid seq`` it processed message (sid, seq);
 * ``D t sid seq`` a ``DeadLetter`` of message (sid, seq) was published here;
-* ``K t sid seq`` sender sid is about to tell seqs from ``seq`` on (one per tick).
+* ``K t sid seq`` sender sid is about to tell seqs from ``seq`` on (one per tick);
+* ``E t sid seq`` it told every seq below ``seq`` (so the book of a node that left
+  says what its senders sent).
 
 When the system terminates it prints ``{"terminated": true}`` and exits.
 """
@@ -112,9 +114,12 @@ class Sender(Actor):
             if due > self.seq:
                 self.book.write("K", self.sid, self.seq)
             n = len(self.refs)
+            told = self.seq < due
             while self.seq < due:
                 self.refs[(self.seq + self.k) % n].tell(("m", self.sid, self.seq))
                 self.seq += 1
+            if told:
+                self.book.write("E", self.sid, self.seq)
             gevent.spawn_later(TICK, self.context.self.tell, "tick")
         elif message == "stop":
             self.stopped = True

@@ -3,9 +3,10 @@
 Hosts and clients are node processes (``_shfault_node.py``) that use the public
 sharding API only (``ClusterSharding.start`` / ``start_proxy`` / ``entity_ref``,
 dead letters through the event stream). Two client processes each run three sender
-actors that tell numbered messages ``("m", sender, seq)`` to 36 entities; every
-entity books what it processes (one ``os.write`` per line, stamped with the machine's
-monotonic clock, so a SIGKILLed host's book still says what it did). Then one fault
+actors (in the leave case each host runs one more) that tell numbered messages
+``("m", sender, seq)`` to 36 entities; every entity books what it processes (one
+``os.write`` per line, stamped with the machine's monotonic clock, so a SIGKILLed
+host's book still says what it did). Then one fault
 per test -- a host joins, hosts leave, a host is SIGKILLed, a host is paused past its
 lease, Redis is paused during a move -- and from the books of every process:
 
@@ -106,6 +107,7 @@ class Node:
         self.address: str = first["address"]
         self.pid: int = first["pid"]
         self.killed_at: float | None = None
+        self.streamed = False
 
     def read(self, timeout: float) -> dict[str, Any] | None:
         assert self.proc.stdout is not None
@@ -135,6 +137,7 @@ class Node:
         raise AssertionError(f"no {key!r} line within {timeout} s\n{self.log()[-4000:]}")
 
     def command(self, key: str, timeout: float = 15.0, **cmd: Any) -> Any:
+        self.streamed |= cmd["cmd"] == "stream"
         self.send(**cmd)
         return self.wait_for(key, timeout)[key]
 
@@ -194,16 +197,32 @@ class Cluster:
     def clients(self) -> list[Node]:
         return [p for p in self.nodes if p.kind == "client"]
 
-    def stream(self) -> None:
-        for i, c in enumerate(self.clients):
-            sids = [f"c{i}s{k}" for k in range(3)]
-            assert c.command("streaming", cmd="stream", senders=sids, entities=ENTITIES, rate=RATE)
+    def stream(self, hosts: bool = False) -> None:
+        """Three senders on each client; with ``hosts``, one on each host too."""
+        for i, p in enumerate(self.nodes):
+            if p.kind == "client" or hosts:
+                sids = [f"n{i}s{k}" for k in range(3 if p.kind == "client" else 1)]
+                assert p.command(
+                    "streaming", cmd="stream", senders=sids, entities=ENTITIES, rate=RATE
+                )
         gevent.sleep(1.0)  # every entity started and processing
 
     def stop(self) -> dict[str, int]:
+        """Stops the senders; what each sent, from its node's book (also for nodes
+        that left: their senders stopped with them)."""
+        answered: dict[str, int] = {}
+        for p in self.nodes:
+            if p.alive and (p.kind == "client" or p.streamed):
+                answered.update(p.command("sent", cmd="stop"))
         sent: dict[str, int] = {}
-        for c in self.clients:
-            sent.update(c.command("sent", cmd="stop"))
+        for p in self.nodes:
+            with contextlib.suppress(FileNotFoundError):
+                for line in p.book.read_text().splitlines():
+                    parts = line.split(" ")
+                    if parts[0] == "E":
+                        sent[parts[2]] = max(sent.get(parts[2], 0), int(parts[3]))
+        for sid, n in answered.items():
+            assert sent.get(sid, 0) == n, f"{sid} sent {n}, its book says {sent.get(sid)}"
         return sent
 
     def close(self) -> None:
@@ -407,7 +426,7 @@ def test_one_host_then_two_at_once_leaving_during_the_stream(
 ) -> None:
     with cluster_of(redis_url, tmp_path, hosts=4) as c:
         a, b1, b2, stays = c.nodes[:4]
-        c.stream()
+        c.stream(hosts=True)  # a leaving host's own messages are in its region too
         a.send(cmd="leave")
         a.wait_for("terminated", 30)
         gevent.sleep(2.0)
