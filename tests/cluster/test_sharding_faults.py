@@ -447,6 +447,33 @@ def test_one_host_then_two_at_once_leaving_during_the_stream(
         )
 
 
+@runs
+def test_a_rolling_restart_three_hosts_leave_while_two_join(
+    redis_url: str, tmp_path: Path, run: int
+) -> None:
+    # A gunicorn HUP: the old workers leave together while new ones start, so the
+    # regions' views disagree for a while about who hosts what.
+    with cluster_of(redis_url, tmp_path, hosts=4) as c:
+        old = c.nodes[:3]
+        c.stream(hosts=True)
+        joining = [gevent.spawn(c.start, "host") for _ in range(2)]
+        for p in old:
+            p.send(cmd="leave")
+        for p in old:
+            p.wait_for("terminated", 30)
+        new = gevent.joinall(joining, timeout=dilated(60), raise_error=True)
+        assert len(new) == 2, "the new hosts joined"
+        gevent.sleep(3.0)
+        sent = c.stop()
+        b = settle(c, sent)
+        check("a rolling restart: three hosts leave while two join", c, sent, b)
+        stay = {c.nodes.index(p) for p in c.nodes if p.kind == "host" and p.alive}
+        last: dict[str, int] = {}
+        for r in b.processed:
+            last[r[2]] = r[1]
+        assert set(last.values()) <= stay, "every entity ends on a host still up"
+
+
 # -- 3. a host is SIGKILLed ---------------------------------------------------------------
 
 
