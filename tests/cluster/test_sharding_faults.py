@@ -370,7 +370,7 @@ def check(case: str, c: Cluster, sent: dict[str, int], b: Books) -> dict[str, An
     if not killed:
         assert not missing, (
             f"{case}: {len(missing)} message(s) neither processed nor dead letters, e.g. "
-            f"{missing[:20]} ({counts})"
+            f"{missing[:20]} ({counts}); other dead letters: {b.other_dead[:5]}"
         )
         return counts
     # After a SIGKILL: only what the killed host had taken, sent shortly before.
