@@ -140,6 +140,14 @@ def _proc_cpu(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def _sched(pid: int) -> tuple[float, float]:
+    """CPU seconds and seconds spent runnable but waiting for a CPU (the run queue:
+    other processes' load) of process ``pid`` so far (``/proc/PID/schedstat``)."""
+    with open(f"/proc/{pid}/schedstat") as f:
+        cpu, wait, _ = f.read().split()
+    return int(cpu) / 1e9, int(wait) / 1e9
+
+
 class Sink(Actor):
     """Counts; acknowledges every CHUNK; answers "stats" with its node's counters."""
 
@@ -233,12 +241,15 @@ def main(url: str, n: int) -> dict[str, Any]:
         system.actor_of(Props(Sender)).ask(("go", sink, 20 * CHUNK), timeout=60)
         sink_stats0 = sink.ask("stats", timeout=10)
         mine0 = _snapshot()
+        pids = (os.getpid(), info["pid"], redis_pid)
+        sched0 = [_sched(p) for p in pids]
         cpu0 = (time.process_time(), _proc_cpu(info["pid"]), _proc_cpu(redis_pid))
         t0 = time.perf_counter()
         sender = system.actor_of(Props(Sender))
         answer = sender.ask(("go", sink, n), timeout=300)
         wall = time.perf_counter() - t0
         cpu1 = (time.process_time(), _proc_cpu(info["pid"]), _proc_cpu(redis_pid))
+        sched1 = [_sched(p) for p in pids]
         mine1 = _snapshot()
         sink_stats1 = sink.ask("stats", timeout=10)
         if answer != "done":
@@ -256,6 +267,18 @@ def main(url: str, n: int) -> dict[str, Any]:
         },
         "cpu_us_per_msg": {
             k: round((b - a) / n * 1e6, 3) for k, a, b in zip(names, cpu0, cpu1, strict=True)
+        },
+        # Of the wall time: running, runnable but waiting for a CPU (the machine's
+        # load), and the rest: sleeping, i.e. waiting for the pipeline (the stall).
+        "running": {
+            k: round((b[0] - a[0]) / wall, 3) for k, a, b in zip(names, sched0, sched1, strict=True)
+        },
+        "run_queue": {
+            k: round((b[1] - a[1]) / wall, 3) for k, a, b in zip(names, sched0, sched1, strict=True)
+        },
+        "stalled": {
+            k: round(1 - (b[0] - a[0] + b[1] - a[1]) / wall, 3)
+            for k, a, b in zip(names, sched0, sched1, strict=True)
         },
         "sender": _delta(mine0, mine1),
         "receiver": _delta(sink_stats0, sink_stats1),
