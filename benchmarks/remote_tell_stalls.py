@@ -46,6 +46,9 @@ def _install_probes() -> None:
     from gactors.cluster import _redis_inbox, _transport
 
     perf = time.perf_counter
+    if os.environ.get("GACTORS_BENCH_DELIVER_SLICE") and hasattr(_transport, "_DELIVER_SLICE"):
+        # An experiment: another slice size (a huge one turns slicing off).
+        _transport._DELIVER_SLICE = int(os.environ["GACTORS_BENCH_DELIVER_SLICE"])
     send = _redis_inbox._RedisOutbox.send
     read = _redis_inbox._RedisInboxReader.read
     deliver = _transport._Transport._deliver_batch
@@ -193,7 +196,7 @@ class Sender(Actor):
             if message[1] >= self.n:
                 self.requester.tell("done")
                 return
-            if self.sent - message[1] >= WINDOW * CHUNK:
+            if self.sent - (message[1] - CHUNK) >= WINDOW * CHUNK:
                 # The whole window was out: the sender had nothing to do until now.
                 _counts["credit_waits"] += 1
                 _times["credit_wait"] += time.perf_counter() - self.full_since

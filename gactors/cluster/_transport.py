@@ -64,7 +64,7 @@ _READ_COUNT = 256
 # processed whole before anything its recipients told went out: their acknowledgements
 # travelled as one clump per entry, so sender and receiver took turns instead of
 # working at once (docs/performance.md, "Where the remote tell waited").
-_DELIVER_SLICE = 1024
+_DELIVER_SLICE = 4096
 # At most one warning per destination node this often when its inbox is full.
 _FULL_WARNING_INTERVAL = 10.0
 

@@ -101,18 +101,26 @@ def test_the_answer_is_sent_before_the_answering_node_reads_again(
 # with a yield between them, so that what its recipients tell meanwhile goes out
 # before the whole entry is delivered: the remote tell's pipeline (docs/performance.md,
 # "Where the remote tell waited").
-BIG = 4 * _transport._DELIVER_SLICE
+# The tests use slices of SLICE records (smaller than the default, so that the
+# dispatcher's own yields, every few thousand messages, cannot pass for them).
+SLICE = 1024
+BIG = 4 * SLICE
+
+
+@pytest.fixture
+def slices(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_transport, "_DELIVER_SLICE", SLICE)
 
 
 class Sink(Actor):
-    """Records what it gets (in order); acknowledges every ``_DELIVER_SLICE``."""
+    """Records what it gets (in order); acknowledges every SLICE."""
 
     def __init__(self, got: list[Any]) -> None:
         self.got = got
 
     def receive(self, message: Any) -> None:
         self.got.append(message)
-        if len(self.got) % _transport._DELIVER_SLICE == 0:
+        if len(self.got) % SLICE == 0:
             self.sender.tell(("ack", len(self.got)))
 
 
@@ -135,6 +143,7 @@ def test_a_large_entry_is_acknowledged_while_it_is_delivered(
     two_systems: tuple[ActorSystem, ActorSystem],
     events: list[tuple[str, str]],
     monkeypatch: pytest.MonkeyPatch,
+    slices: None,
 ) -> None:
     a, b = two_systems
     got: list[Any] = []
@@ -156,31 +165,29 @@ def test_a_large_entry_is_acknowledged_while_it_is_delivered(
     del events[:]
     for i in range(BIG):  # no yield: one flush, one entry
         sink.tell(i, sender=me)
-    _wait_for(lambda: len(acks) == BIG // _transport._DELIVER_SLICE)
+    _wait_for(lambda: len(acks) == BIG // SLICE)
     inbox_b = cluster_node(b).backend.inbox_key(cluster_node(b).node_id)
     assert events.count(("got", inbox_b)) == 1, "the messages did not travel as one entry"
     # In order, each once, across the slices.
     assert got == list(range(BIG))
-    assert acks == [
-        ("ack", n) for n in range(_transport._DELIVER_SLICE, BIG + 1, _transport._DELIVER_SLICE)
-    ]
+    assert acks == [("ack", n) for n in range(SLICE, BIG + 1, SLICE)]
     # The first acknowledgement left B after the first slice or the second, while the
     # entry was still being delivered. Delivered whole, the entry sat in the sink's
     # mailbox and B's worker ran it until its next yield to the hub (it looks at its
     # clock every 32 batches of up to 100 messages): 2,900 of the 4,096 in the run
     # without slices, before the flusher could send the first acknowledgement.
-    assert at_send[0] <= 2 * _transport._DELIVER_SLICE, at_send
+    assert at_send[0] <= 2 * SLICE, at_send
 
 
 def test_a_reader_killed_between_slices_delivers_the_rest_of_its_entry(
-    two_systems: tuple[ActorSystem, ActorSystem],
+    two_systems: tuple[ActorSystem, ActorSystem], slices: None
 ) -> None:
     a, b = two_systems
     got: list[Any] = []
     b.actor_of(Props(Sink, got), "sink")
     node_a, node_b = cluster_node(a), cluster_node(b)
     sink = a.actor_selection(f"{Cluster(b).self_address}/user/sink").resolve_one(5.0)
-    n = 3 * _transport._DELIVER_SLICE + 5
+    n = 3 * SLICE + 5
     records = [node_a.codec.user_record_to(sink.wire, i, None) for i in range(n)]
     [(entry, count)] = node_a.codec.split_batches(records)
     assert count == n
