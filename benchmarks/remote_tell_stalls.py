@@ -4,11 +4,16 @@ Runs the ``remote_tell`` workload (a ``Sender`` telling N ints to a ``Sink`` on 
 second node, CHUNK per acknowledgement, WINDOW chunks in flight) with probes on both
 nodes and prints one JSON line: the rate; the CPU of the sender, the receiver and the
 Redis server over the phase divided by its wall time (utilisation); and counters of
-each node's transport over the phase: flushes and messages per flush, the wall time
+each node's transport over the phase: flushes, entries and bytes per flush, the wall time
 the flusher spent in ``Outbox.send`` (its wait for Redis), reads, entries per read,
 reads that came back empty, reads that returned a full COUNT, the time spent in
 reads, and on the sender how often (and how long) the ``Sender`` had its whole window
-out and waited for an acknowledgement. The probes wrap methods at class level, so
+out and waited for an acknowledgement. Each process's wall time is split with
+``/proc/PID/schedstat`` into running, runnable but waiting for a CPU (other load) and
+stalled (asleep: waiting for the other side). ``GACTORS_BENCH_DELIVER_SLICE=N`` runs
+both nodes with another delivery slice (a huge one turns slicing off), and
+``GACTORS_BENCH_TIMELINE=PATH`` writes each process's probe events (``PATH.PID``, JSON, one
+clock for both) for a timeline. The probes wrap methods at class level, so
 they add a little CPU of their own: read the shares, not the absolutes. Figures for
 docs/performance.md ("The remote path, stage by stage"), not assertions. The second
 node is this script again with ``--node`` (same interpreter, same checkout).
@@ -113,7 +118,7 @@ def _install_probes() -> None:
 
 
 def _snapshot() -> dict[str, Any]:
-    path = os.environ.get("RTELL_TIMELINE")
+    path = os.environ.get("GACTORS_BENCH_TIMELINE")
     if path:
         with open(f"{path}.{os.getpid()}", "w") as f:
             json.dump(_events, f)
