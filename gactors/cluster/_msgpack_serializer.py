@@ -390,6 +390,11 @@ class MsgpackSerializer:
         self._conv = self._walker.conv
         self._items = self._walker.items
         self._decode_any = self._make_decoder(refs)
+        #: The types :meth:`encode` hands to msgspec unchanged, and msgspec's encoder:
+        #: a caller encoding many messages (the wire codec, at ``tell``) encodes these
+        #: itself, a call less per message, and calls :meth:`encode` if that raises
+        #: (an int beyond 64 bits, which :meth:`encode` turns into an extension).
+        self.plain_encoder = (_PLAIN, self._encode_plain)
 
     def bind(self, ref_codec: RefCodec) -> MsgpackSerializer:
         """A serializer of this kind whose refs resolve through ``ref_codec``."""

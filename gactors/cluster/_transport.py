@@ -28,6 +28,7 @@ from time import monotonic, perf_counter
 from typing import Any
 
 import gevent
+from gevent import GreenletExit, sleep
 
 from gactors import _sysmsg as sm
 from gactors._messages import Status
@@ -58,6 +59,12 @@ _log = logging.getLogger("gactors.cluster")
 # close() never waits long; the socket timeout of the reader is above it.
 _READ_BLOCK_MS = 1000
 _READ_COUNT = 256
+# A large entry is delivered in slices of this many records, with a yield between two
+# slices (_Transport._deliver_batch). Delivered whole, an entry of ~10,000 messages was
+# processed whole before anything its recipients told went out: their acknowledgements
+# travelled as one clump per entry, so sender and receiver took turns instead of
+# working at once (docs/performance.md, "Where the remote tell waited").
+_DELIVER_SLICE = 4096
 # At most one warning per destination node this often when its inbox is full.
 _FULL_WARNING_INTERVAL = 10.0
 
@@ -350,8 +357,20 @@ class _Transport(_NodeBase):
                 rt = reader.last_round_trip
                 if rt is not None:
                     read_seconds.add(rt)
+                if not batches:
+                    continue
                 for data in batches:
                     deliver(data)
+                # Before the next read goes out, let what these batches woke run (an
+                # asker, the workers of the recipients) and the flusher send what they
+                # told: the read's packing and system calls are then off the path of a
+                # reply (a question answered here, an answer handed to its asker),
+                # which they lengthened by their whole cost. The first yield queues this
+                # greenlet behind the woken ones; if they queued messages, the second
+                # queues it behind the flusher they woke.
+                sleep(0)
+                if self._wake_set:
+                    sleep(0)
         finally:
             reader.close()
 
@@ -365,44 +384,88 @@ class _Transport(_NodeBase):
         self.stats["received"] += len(kinds)
         # The user messages in one go when they allow it (else each below, so that a
         # bad one is a dead letter of its own).
-        messages = codec.decode_payloads(sids, payloads) if KIND_SYSTEM not in kinds else None
+        # (Not for one record: decoding it alone is one call less.)
+        messages = (
+            codec.decode_payloads(sids, payloads)
+            if len(kinds) > 1 and KIND_SYSTEM not in kinds
+            else None
+        )
         decode = codec.decode_message
         # Each head (recipient, sender) is resolved once per batch, for all its
         # records: [recipient, sender] or the WireError resolving it raised.
         resolved: list[Any] = [None] * len(heads)
-        for i, h in enumerate(heads_of):
-            try:
-                target = resolved[h]
-                if target is None:
-                    target = resolved[h] = self._resolve_head(heads[h])
-                if isinstance(target, WireError):
-                    raise target
-                recipient, sender = target
-                if sender is _QUARANTINED:
-                    self._quarantined(
-                        Record(kinds[i], heads[h][0], heads[h][1], sids[i], payloads[i]),
-                        heads[h][1],
-                    )
-                    continue
-                kind = kinds[i]
-                if kind == KIND_USER:
-                    message = messages[i] if messages is not None else decode(sids[i], payloads[i])
-                    if recipient is None:
-                        recipient = self._recipient(heads[h][0])
-                        # Cached only for user records (as before: the recipient of a
-                        # system record is resolved by its handler).
-                        target[0] = recipient
-                    recipient.tell(message, sender)
-                elif kind == KIND_SYSTEM:
-                    self._system_record(
-                        Record(kind, heads[h][0], heads[h][1], sids[i], payloads[i])
-                    )
-                else:
-                    raise WireError(f"a record of unknown kind {kind!r}")
-            except WireError as e:
-                self._undecodable(str(e), describe_payload(payloads[i]), heads[h][0][0])
-            except Exception:
-                _log.exception("cluster node %s: cannot deliver a record", self.address_str)
+        n = len(heads_of)
+        start = 0
+        killed: BaseException | None = None
+        while start < n:
+            stop = min(n, start + _DELIVER_SLICE)
+            for i in range(start, stop):
+                h = heads_of[i]
+                try:
+                    target = resolved[h]
+                    if target is None:
+                        target = resolved[h] = self._resolve_head(heads[h])
+                    if isinstance(target, WireError):
+                        raise target
+                    recipient, sender = target
+                    if sender is _QUARANTINED:
+                        self._quarantined(
+                            Record(kinds[i], heads[h][0], heads[h][1], sids[i], payloads[i]),
+                            heads[h][1],
+                        )
+                        continue
+                    kind = kinds[i]
+                    if kind == KIND_USER:
+                        message = (
+                            messages[i] if messages is not None else decode(sids[i], payloads[i])
+                        )
+                        if recipient is None:
+                            recipient = self._recipient(heads[h][0])
+                            # Cached only for user records (as before: the recipient of a
+                            # system record is resolved by its handler).
+                            target[0] = recipient
+                        recipient.tell(message, sender)
+                    elif kind == KIND_SYSTEM:
+                        self._system_record(
+                            Record(kind, heads[h][0], heads[h][1], sids[i], payloads[i])
+                        )
+                    else:
+                        raise WireError(f"a record of unknown kind {kind!r}")
+                except WireError as e:
+                    self._undecodable(str(e), describe_payload(payloads[i]), heads[h][0][0])
+                except Exception:
+                    _log.exception("cluster node %s: cannot deliver a record", self.address_str)
+            start = stop
+            if start < n and killed is None:
+                try:
+                    self._between_slices()
+                except GreenletExit as e:
+                    # Killed while yielding (a leave that outlasted its budget): the
+                    # rest of this entry was read already and is in no inbox any
+                    # more, so it is delivered now, without yielding, and the kill
+                    # takes effect after it.
+                    killed = e
+        if killed is not None:
+            raise killed
+
+    def _between_slices(self) -> None:
+        # The recipients of the slice just delivered run now, and the flusher sends
+        # what they told (acknowledgements, answers) before the next slice: see
+        # _DELIVER_SLICE.
+        # Through a zero-length timer, not sleep(0): gevent runs callbacks (and sleep(0)
+        # is one) without polling I/O, so the reply to a flush in flight, which the
+        # flusher needs before it can send again, would not be seen before the next
+        # slice (measured: a flush in 1 of 18 yields with sleep(0), 1 of 2 this way).
+        hub = gevent.get_hub()
+        if gevent.getcurrent() is hub:  # pragma: no cover - deliveries run in greenlets
+            return
+        timer = hub.loop.timer(0.0)
+        try:
+            hub.wait(timer)
+        finally:
+            timer.close()
+        if self._wake_set:
+            sleep(0)
 
     def _resolve_head(self, head: tuple[tuple[str, int], Any]) -> Any:
         """``[recipient or None (resolved at the first user record), sender ref]`` of a

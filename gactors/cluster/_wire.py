@@ -137,6 +137,10 @@ class WireCodec:
         self.max_message_size = max_message_size
         self.max_batch_size = max_message_size + _HEADER_ALLOWANCE
         self._encode = self.serializer.encode
+        # Optional (MsgpackSerializer has it): the types encoded as they are, and how.
+        plain = getattr(self.serializer, "plain_encoder", None)
+        self._plain_types: frozenset[type] = plain[0] if plain is not None else frozenset()
+        self._plain_encode: Callable[[Any], bytes] = plain[1] if plain is not None else bytes
         self._decode = self.serializer.decode
         self._foreign: dict[int, Callable[[bytes], Any]] = {}
         # The last (local sender, recipient) of user_record_to and the sender's triple.
@@ -312,7 +316,13 @@ class WireCodec:
         flush holds nothing the cycle collector tracks). The one call per message at
         ``tell`` time, so :meth:`encode_message` is inlined."""
         try:
-            payload = self._encode(message)
+            if type(message) in self._plain_types:
+                try:
+                    payload = self._plain_encode(message)
+                except Exception:  # (an int beyond 64 bits): the serializer's way
+                    payload = self._encode(message)
+            else:
+                payload = self._encode(message)
         except SerializationError:
             raise
         except Exception:
@@ -470,6 +480,13 @@ class WireCodec:
 
 def _encode_compact(records: Sequence[Record]) -> bytes:
     """``records`` as a compact batch (see :class:`_Compact`)."""
+    if len(records) == 1:
+        # A flush of one message (every question and answer of a sequential ask):
+        # its columns directly, without the head table's dict and six list passes.
+        r = records[0]
+        return _wire_encode(
+            (COMPACT, [(r.recipient, r.sender)], [r.kind], [0], [r.serializer_id], [r.payload])
+        )
     recipients = [r.recipient for r in records]
     senders = [r.sender for r in records]
     heads: dict[tuple[Any, Any], int] = {}

@@ -14,7 +14,9 @@ Shape (every name below is internal):
   shards the node wins/loses. A region sends a shard's messages only to its owner in
   the table: to the local *shard* actor, or to the owner's region in *batches* per
   node (what the region's mailbox holds when it gets to its own flush marker, at most
-  ``BATCH_LIMIT``, travels as one wire message, each sender once).
+  ``BATCH_LIMIT``, travels as one wire message, each sender once; a batch that cannot
+  travel, too big or with an unserializable message, goes in halves, down to single
+  messages). A drain marker flushes first, so batches never overtake it.
 * A *shard* actor ``/system/sharding-<type>/<n>`` runs the shard's entities (its
   children, created on their first message) only while it holds the lease
   ``shard:<type>:<n>`` (fencing token in ``self.context.fencing_token`` of each

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import zlib
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -61,6 +62,9 @@ from gactors.exceptions import SerializationError
 
 _log = logging.getLogger("gactors.cluster.sharding")
 
+#: The most entity ids whose shard a region remembers.
+_SHARD_IDS_LIMIT = 16384
+
 
 class _Region(Actor):
     def __init__(
@@ -109,10 +113,22 @@ class _Region(Actor):
         )
         self._out: dict[str, _Out] = {}
         self._flush_scheduled = False
-        # The actor's mailbox (read in receive only, in the hub like every mailbox use).
-        self._mailbox = self.context._cell.ensure_mailbox()  # noqa: SLF001  the region's own cell (its mailbox)
-        # While a batch is routed: shard -> (its ref, its messages from the batch).
-        self._collect: dict[int, tuple[ActorRef, list[tuple[_Env, ActorRef | None]]]] | None = None
+        # The actor's mailbox and its senders (in step with it; both allocated once
+        # and never replaced), read in receive only, in the hub like every mailbox use.
+        cell = self.context._cell  # noqa: SLF001  the region's own cell (its mailbox)
+        self._mailbox = cell.ensure_mailbox()
+        self._senders: deque[ActorRef | None] = cell.senders
+        # The envelopes taken from the mailbox in one receive are counted as run by
+        # the dispatcher (the dashboard's and the metrics' figure), and at most its
+        # throughput of them are (other actors and system messages run in between).
+        self._dispatcher = cell.dispatcher
+        self._drain_limit = max(1, cell.dispatcher.throughput)
+        # entity id -> shard (the crc32 of the id costs about three dict look-ups; cleared
+        # when full).
+        self._shard_ids: dict[str, int] = {}
+        # While a batch is routed: shard -> (its ref, its messages from the batch, flat:
+        # entity id, message, sender, ...).
+        self._collect: dict[int, tuple[ActorRef, list[Any]]] | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------
     def pre_start(self) -> None:
@@ -143,28 +159,9 @@ class _Region(Actor):
     def receive(self, m: Any) -> None:
         t = type(m)
         if t is ShardingEnvelope:
-            eid = m.entity_id
-            if type(eid) is not str:
-                self._bad(m, f"entity_id must be a str, not {type(eid).__name__}")
-                return
-            self._route(zlib.crc32(eid.encode()) % self._n, eid, m.message, self.context.sender, "")
+            self._envelopes(m, self.context.sender)
         elif t is _RegionBatch:
-            # The batch's messages for local shards go to each shard as one message.
-            route, src = self._route, m.src
-            collect: dict[int, tuple[ActorRef, list[tuple[_Env, ActorRef | None]]]] = {}
-            self._collect = collect
-            try:
-                f, senders = m.flat, m.senders
-                for k in range(0, len(f), 5):
-                    i = f[k + 3]
-                    route(f[k], f[k + 1], f[k + 2], senders[i] if i >= 0 else None, src)
-            finally:
-                self._collect = None
-                for shard, items in collect.values():
-                    if len(items) == 1:
-                        shard.tell(items[0][0], items[0][1])
-                    else:
-                        shard.tell(_Envs(items), self.ref)
+            self._batch(m)
         elif t is _Flush:
             self._flush_scheduled = False
             self._flush()
@@ -202,21 +199,116 @@ class _Region(Actor):
                     m,
                     "a message to a sharding region must be a ShardingEnvelope (or give "
                     "extract_entity_id)",
+                    self.context.sender,
                 )
                 return
             try:
                 eid, msg = extract(m)
             except Exception as e:
-                self._bad(m, f"extract_entity_id failed: {type(e).__name__}: {e}")
+                why = f"extract_entity_id failed: {type(e).__name__}: {e}"
+                self._bad(m, why, self.context.sender)
                 return
             if type(eid) is not str:
-                self._bad(m, f"extract_entity_id must return a str id, not {type(eid).__name__}")
+                why = f"extract_entity_id must return a str id, not {type(eid).__name__}"
+                self._bad(m, why, self.context.sender)
                 return
             self._route(zlib.crc32(eid.encode()) % self._n, eid, msg, self.context.sender, "")
 
-    def _bad(self, m: Any, why: str) -> None:
+    def _bad(self, m: Any, why: str, sender: ActorRef | None) -> None:
         _log.warning("sharding region %r: dead letter %r: %s", self._type, m, why)
-        self.context.system.publish_dead_letter(m, self.context.sender, self.ref)
+        self.context.system.publish_dead_letter(m, sender, self.ref)
+
+    def _envelopes(self, m: ShardingEnvelope, sender: ActorRef | None) -> None:
+        # The hot path of a sending node: this envelope, then every envelope queued
+        # right behind it in the mailbox (up to _drain_limit), in one loop: no trip
+        # through the dispatcher, no sender lookup and no call into _route per message.
+        # The state machine still decides each one (_decide); what it decides is carried
+        # out as _route does (repeated here on purpose: a call less per message).
+        mailbox, senders = self._mailbox, self._senders
+        decide, node_id, n = self._decide, self._node_id, self._n
+        sm, outs, ids = self._sm, self._out, self._shard_ids
+        full, envelope = _FLAT_LIMIT, ShardingEnvelope
+        left = limit = self._drain_limit
+        while True:
+            eid = m.entity_id
+            if type(eid) is not str:
+                self._bad(m, f"entity_id must be a str, not {type(eid).__name__}", sender)
+            else:
+                s = ids.get(eid)
+                if s is None:
+                    if len(ids) >= _SHARD_IDS_LIMIT:
+                        ids.clear()
+                    s = ids[eid] = zlib.crc32(eid.encode()) % n
+                msg = m.message
+                dest = decide(s, eid, msg, sender, "")
+                if dest is None:
+                    if sm.out:
+                        self._run()
+                elif dest == node_id:
+                    shard = self._shards.get(s)
+                    if shard is None:
+                        shard = self._start_shard(s)
+                    shard.tell(_Env(eid, msg, ""), sender)
+                else:
+                    out = outs.get(dest)
+                    if out is None:
+                        out = outs[dest] = _Out()
+                    # _Out.add, written out (a call less per message).
+                    if sender is None:
+                        i = -1
+                    elif sender is out.last:
+                        i = out.last_i
+                    else:
+                        i = out.index_of(sender)
+                    flat = out.flat
+                    flat += (s, eid, msg, i, 0)
+                    if len(flat) >= full or not mailbox:
+                        self._flush_to(dest)
+                    elif not self._flush_scheduled:
+                        self._flush_scheduled = True
+                        self.ref.tell(_FLUSH, None)
+            left -= 1
+            if not left or not mailbox or type(mailbox[0]) is not envelope:
+                if left < limit - 1:
+                    self._dispatcher.processed += limit - left - 1
+                return
+            m = mailbox.popleft()
+            sender = senders.popleft()
+
+    def _batch(self, m: _RegionBatch) -> None:
+        # Messages another region sent. Those for local shards go to each shard as one
+        # message with its slice of the batch (_Envs, with the batch's origin), told
+        # once the whole batch was routed; the others are routed as _route does.
+        src = m.src
+        decide, node_id, sm, shards = self._decide, self._node_id, self._sm, self._shards
+        collect: dict[int, tuple[ActorRef, list[Any]]] = {}
+        self._collect = collect
+        try:
+            f, senders = m.flat, m.senders
+            for k in range(0, len(f), 5):
+                s, eid, msg, i = f[k], f[k + 1], f[k + 2], f[k + 3]
+                snd = senders[i] if i >= 0 else None
+                dest = decide(s, eid, msg, snd, src)
+                if dest == node_id:
+                    c = collect.get(s)
+                    if c is None:
+                        shard = shards.get(s)
+                        if shard is None:
+                            shard = self._start_shard(s)
+                        c = collect[s] = (shard, [])
+                    c[1].extend((eid, msg, snd))
+                elif dest is None:
+                    if sm.out:
+                        self._run()
+                else:
+                    self._send(dest, s, eid, msg, snd, src)
+        finally:
+            self._collect = None
+            for shard, items in collect.values():
+                if len(items) == 3:
+                    shard.tell(_Env(items[0], items[1], src), items[2])
+                else:
+                    shard.tell(_Envs(items, src), self.ref)
 
     def _route(
         self,
@@ -245,7 +337,7 @@ class _Region(Actor):
                 c = collect.get(s)
                 if c is None:
                     c = collect[s] = (shard, [])
-                c[1].append((_Env(eid, msg, src), sender))
+                c[1].extend((eid, msg, sender))
         else:
             out = self._out.get(dest)
             if out is None:
@@ -263,14 +355,9 @@ class _Region(Actor):
             shard = self._shards.get(s)
             if shard is None:
                 shard = self._start_shard(s)
-            collect = self._collect
-            if collect is None:
-                shard.tell(_Env(eid, msg, origin), sender)
-            else:
-                c = collect.get(s)
-                if c is None:
-                    c = collect[s] = (shard, [])
-                c[1].append((_Env(eid, msg, origin), sender))
+            # Told at once, with its own origin (a held message the state machine
+            # releases; never while a batch is routed: route only holds or drops then).
+            shard.tell(_Env(eid, msg, origin), sender)
             return
         # Gathered per node and sent as one batch once the mailbox got to the flush
         # marker told to self now (everything already queued is batched with it), or
@@ -400,22 +487,44 @@ class _Region(Actor):
         try:
             ref.tell(_RegionBatch(out.flat, out.senders, host, self._node_id), self.ref)
         except SerializationError:
-            # One of them cannot travel (or the batch is too big): send one by one so
-            # only the unusable ones become dead letters.
-            for s, eid, msg, snd, hops in out.messages():
-                try:
-                    one = _RegionBatch(
-                        [s, eid, msg, -1 if snd is None else 0, hops],
-                        [] if snd is None else [snd],
-                        host,
-                        self._node_id,
-                    )
-                    ref.tell(one, self.ref)
-                except SerializationError as e:
-                    _log.warning(
-                        "sharding region %r: dead letter for entity %r: %s", self._type, eid, e
-                    )
-                    self.context.system.publish_dead_letter(msg, snd, self.ref)
+            self._split(ref, out.messages(), host)
+
+    def _split(
+        self,
+        ref: ActorRef,
+        items: list[tuple[int, str, Any, ActorRef | None, int]],
+        host: bool,
+    ) -> None:
+        # A batch that cannot travel: one of its messages cannot, or together they are
+        # larger than max_message_size. Each half goes as a batch of its own, in order,
+        # and is halved again if it cannot either, down to single messages: only the
+        # unusable ones become dead letters, and big messages still travel many a batch
+        # (not one by one).
+        if len(items) == 1:
+            s, eid, msg, snd, hops = items[0]
+            try:
+                one = _RegionBatch(
+                    [s, eid, msg, -1 if snd is None else 0, hops],
+                    [] if snd is None else [snd],
+                    host,
+                    self._node_id,
+                )
+                ref.tell(one, self.ref)
+            except SerializationError as e:
+                _log.warning(
+                    "sharding region %r: dead letter for entity %r: %s", self._type, eid, e
+                )
+                self.context.system.publish_dead_letter(msg, snd, self.ref)
+            return
+        mid = len(items) // 2
+        for half in (items[:mid], items[mid:]):
+            out = _Out()
+            for s, eid, msg, snd, hops in half:
+                out.add(s, eid, msg, snd, hops)
+            try:
+                ref.tell(_RegionBatch(out.flat, out.senders, host, self._node_id), self.ref)
+            except SerializationError:
+                self._split(ref, half, host)
 
     def _region_of(self, node: str) -> ActorRef:
         ref = self._regions.get(node)

@@ -101,9 +101,7 @@ class _Shard(Actor):
         if t is _Env:
             self._env(m, self.context.sender)
         elif t is _Envs:
-            env = self._env
-            for e, snd in m.items:
-                env(e, snd)
+            self._envs(m.items, m.origin)
         elif t is _Acquired:
             if self._handing_off:
                 self._release()
@@ -199,6 +197,28 @@ class _Shard(Actor):
                 self.context.system.publish_dead_letter(m.message, sender, self.ref)
             return
         self._deliver(m.entity_id, m.message, sender)
+
+    def _envs(self, f: list[Any], origin: str) -> None:
+        # A slice of a batch from another region (entity id, message, sender, ...):
+        # the common case (lease held, the entity running) in one tight loop, the rest
+        # exactly as one _Env each, in order.
+        if self._token is None or self._handing_off or self._taking:
+            env = self._env
+            for k in range(0, len(f), 3):
+                env(_Env(f[k], f[k + 1], origin), f[k + 2])
+            return
+        get = self._entities.get
+        last = self._last if self._passivate is not None else None
+        now = monotonic()
+        for k in range(0, len(f), 3):
+            eid = f[k]
+            ref = get(eid)
+            if ref is None:
+                self._deliver(eid, f[k + 1], f[k + 2])  # starts it (or it passivates)
+                continue
+            if last is not None:
+                last[eid] = now
+            ref.tell(f[k + 1], f[k + 2])
 
     def _deliver(self, eid: str, message: Any, sender: ActorRef | None) -> None:
         ref = self._entities.get(eid)
