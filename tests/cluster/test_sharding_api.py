@@ -3,17 +3,20 @@
 
 from __future__ import annotations
 
+import time
 import uuid
 import zlib
 from collections.abc import Iterator
 from typing import Any
 
+import gevent
+import gevent.event
 import pytest
 
 pytest.importorskip("redis")
 pytest.importorskip("msgspec")
 
-from gactors import Actor, ActorSystem, DeadLetter, Props
+from gactors import Actor, ActorSystem, DeadLetter, PoisonPill, Props
 from gactors.cluster import (
     ClusterError,
     ClusterSharding,
@@ -208,3 +211,72 @@ def test_batches_to_another_node_keep_order_and_dead_letter_what_cannot_travel(
         for s in (client, host):
             s.terminate()
             s.await_termination(15)
+
+
+class Lingers(Actor):
+    """Answers ("got", m); ignores its stop message, so it never passivates."""
+
+    def receive(self, m: Any) -> None:
+        if m != "bye":
+            self.sender.tell(("got", m))
+
+
+def test_messages_waiting_for_a_passivating_entity_are_dead_letters_if_its_shard_stops(
+    node: ActorSystem,
+) -> None:
+    region = ClusterSharding(node).start(
+        "linger", Props(Lingers), passivate_idle_after=0.3, stop_message="bye"
+    )
+    assert region.ask(ShardingEnvelope("e1", "hello"), timeout=10) == ("got", "hello")
+    # Idle past passivate_idle_after: the shard told it "bye", and waits for its
+    # termination, which never comes; what arrives for it meanwhile waits too.
+    gevent.sleep(1.5)
+    probe = TestProbe(node)
+    node.event_stream.subscribe(probe.ref, DeadLetter)
+    for i in range(3):
+        region.tell(ShardingEnvelope("e1", i), probe.ref)
+    probe.expect_no_message(0.5)  # neither answered nor dead letters yet: they wait
+    region.tell(PoisonPill, None)  # the region, its shard and the entity stop
+    got: list[Any] = []
+    deadline = time.monotonic() + 10
+    while len(got) < 3 and time.monotonic() < deadline:
+        dl = probe.expect_msg_type(DeadLetter, max(0.1, deadline - time.monotonic()))
+        if dl.message in (0, 1, 2):
+            got.append(dl.message)
+    assert got == [0, 1, 2]  # not lost silently, and in order
+
+
+_BYE = gevent.event.Event()
+
+
+class SlowStop(Actor):
+    """Counts what it gets; on its stop message it stops itself 0.5 s later."""
+
+    def __init__(self) -> None:
+        self.n = 0
+
+    def receive(self, m: Any) -> None:
+        if m == "bye":
+            _BYE.set()
+            self.timers.start_single_timer("stop", "now", 0.5)
+        elif m == "now":
+            self.context.stop(self.ref)
+        else:
+            self.n += 1
+            self.sender.tell((m, self.n))
+
+
+def test_a_message_for_a_passivating_entity_starts_it_again(node: ActorSystem) -> None:
+    region = ClusterSharding(node).start(
+        "slowstop", Props(SlowStop), passivate_idle_after=0.3, stop_message="bye"
+    )
+    probe = TestProbe(node)
+    node.event_stream.subscribe(probe.ref, DeadLetter)
+    region.tell(ShardingEnvelope("e1", "a"), probe.ref)
+    assert probe.expect_msg(("a", 1), 10) == ("a", 1)
+    # Idle: told "bye" after 0.3 s, terminated 0.5 s after that. A message in that
+    # window waits for the termination and goes to a new incarnation (count 1), not
+    # into the old one's mailbox behind its stop message.
+    assert _BYE.wait(10)
+    region.tell(ShardingEnvelope("e1", "b"), probe.ref)
+    assert probe.expect_msg(("b", 1), 10) == ("b", 1)

@@ -69,7 +69,9 @@ class _Shard(Actor):
         self._entities: dict[str, ActorRef] = {}
         self._ids: dict[ActorRef, str] = {}
         self._last: dict[str, float] = {}
-        self._passivating: dict[str, list[tuple[Any, ActorRef | None]]] = {}
+        # Messages for an entity that passivates, kept as _Env (their origin decides where
+        # they go if the shard hands off meanwhile).
+        self._passivating: dict[str, list[tuple[_Env, ActorRef | None]]] = {}
         self._handing_off = False
         self._done = False
         # The hand-over stream is taken once the lease is held, and delivered before
@@ -95,6 +97,11 @@ class _Shard(Actor):
         for env, snd in self._buffer:
             system.publish_dead_letter(env.message, snd, self.ref)
         self._buffer.clear()
+        # Stopped while entities passivated: what waited for them goes nowhere else.
+        for waiting in self._passivating.values():
+            for env, snd in waiting:
+                system.publish_dead_letter(env.message, snd, self.ref)
+        self._passivating.clear()
 
     def receive(self, m: Any) -> None:
         t = type(m)
@@ -187,7 +194,7 @@ class _Shard(Actor):
             return
         while buf and self._token is not None:
             env, snd = buf.popleft()
-            self._deliver(env.entity_id, env.message, snd)
+            self._deliver(env.entity_id, env.message, snd, env.origin)
 
     def _env(self, m: _Env, sender: ActorRef | None) -> None:
         if self._token is None or self._handing_off or self._taking:
@@ -196,7 +203,7 @@ class _Shard(Actor):
             else:
                 self.context.system.publish_dead_letter(m.message, sender, self.ref)
             return
-        self._deliver(m.entity_id, m.message, sender)
+        self._deliver(m.entity_id, m.message, sender, m.origin)
 
     def _envs(self, f: list[Any], origin: str) -> None:
         # A slice of a batch from another region (entity id, message, sender, ...):
@@ -209,24 +216,30 @@ class _Shard(Actor):
             return
         get = self._entities.get
         last = self._last if self._passivate is not None else None
+        passivating = self._passivating
         now = monotonic()
         for k in range(0, len(f), 3):
             eid = f[k]
             ref = get(eid)
-            if ref is None:
-                self._deliver(eid, f[k + 1], f[k + 2])  # starts it (or it passivates)
+            if ref is None or (passivating and eid in passivating):
+                # Starts it, or waits for it to terminate.
+                self._deliver(eid, f[k + 1], f[k + 2], origin)
                 continue
             if last is not None:
                 last[eid] = now
             ref.tell(f[k + 1], f[k + 2])
 
-    def _deliver(self, eid: str, message: Any, sender: ActorRef | None) -> None:
-        ref = self._entities.get(eid)
-        if ref is None:
+    def _deliver(self, eid: str, message: Any, sender: ActorRef | None, origin: str = "") -> None:
+        if self._passivating:
+            # Told its stop message, not terminated yet: the message waits and starts
+            # it again (told to it now it would come after the stop message and be a
+            # dead letter).
             waiting = self._passivating.get(eid)
             if waiting is not None:
-                waiting.append((message, sender))
+                waiting.append((_Env(eid, message, origin), sender))
                 return
+        ref = self._entities.get(eid)
+        if ref is None:
             ref = self._start_entity(eid)
         if self._passivate is not None:
             self._last[eid] = monotonic()
@@ -255,14 +268,15 @@ class _Shard(Actor):
         waiting = self._passivating.pop(eid, None)
         if self._handing_off:
             if waiting:
-                self._buffer.extend((_Env(eid, msg), snd) for msg, snd in waiting)
+                # With their origin: another region's go to the hand-over stream.
+                self._buffer.extend(waiting)
             if not self._entities:
                 self._release()
             return
         if waiting and self._token is not None:
             # Messages that came while it passivated: start it again, in order.
-            for msg, snd in waiting:
-                self._deliver(eid, msg, snd)
+            for env, snd in waiting:
+                self._deliver(eid, env.message, snd, env.origin)
 
     def _passivate_idle(self) -> None:
         if self._handing_off or self._passivate is None:
