@@ -10,7 +10,10 @@ membership keys in the same slot, so it also runs on a Redis Cluster):
                                 ``",n1,n2,"`` the regions that acked that move
 ``{P}:alloc:<type>:regions``    HASH node -> ``"1"`` (hosting region) / ``"0"`` (proxy)
 ``{P}:alloc:<type>:ho:<s>``     STREAM, shard ``s``'s hand-over messages (fields ``i``
-                                serializer id, ``d`` payload), taken by the new owner
+                                serializer id, ``d`` payload), read by the new owner,
+                                then deleted entry by entry
+``...:ho:<s>:tokens``           SET, the tokens of the appends taken (a retried append
+                                is not appended twice); expires 10 min after the last
 ==============================  ========================================================
 
 The scripts are ``lua/alloc*.lua``; each one flips the moves every registered member
@@ -148,26 +151,40 @@ class _RedisAllocationStore:
         result: AllocationTable = self._run("alloc ack", _ALLOC_ACK, type_name, args)
         return result
 
-    def stream_append(self, type_name: str, shard: int, items: Sequence[tuple[int, bytes]]) -> None:
+    def stream_append(
+        self, type_name: str, shard: int, items: Sequence[tuple[int, bytes]], token: str
+    ) -> None:
         if not items:
             return
-        keys = (self._backend.alloc_key(_check_type(type_name)) + f":ho:{int(shard)}",)
-        args: list[Any] = []
+        if not isinstance(token, str) or not token:
+            raise ValueError(f"an append token must be a non-empty str, not {token!r}")
+        key = self._backend.alloc_key(_check_type(type_name)) + f":ho:{int(shard)}"
+        keys = (key, key + ":tokens")
+        args: list[Any] = [token]
         for sid, payload in items:
             args += (int(sid), payload)
         self._conn.call("alloc stream append", lambda c: _ALLOC_STREAM_ADD.run(c, keys, args))
 
-    def stream_take(self, type_name: str, shard: int) -> list[tuple[int, bytes]]:
-        keys = (self._backend.alloc_key(_check_type(type_name)) + f":ho:{int(shard)}",)
-        raw = self._conn.call("alloc stream take", lambda c: _ALLOC_STREAM_TAKE.run(c, keys, ()))
-        out: list[tuple[int, bytes]] = []
-        for _id, flat in raw or ():
-            fields = {_text(flat[i]): flat[i + 1] for i in range(0, len(flat), 2)}
-            payload = fields["d"]
+    def stream_read(self, type_name: str, shard: int) -> list[tuple[str, int, bytes]]:
+        key = self._backend.alloc_key(_check_type(type_name)) + f":ho:{int(shard)}"
+        raw = self._conn.call("alloc stream read", lambda c: c.xrange(key, "-", "+"))
+        out: list[tuple[str, int, bytes]] = []
+        for entry_id, fields in raw or ():
+            f = {_text(k): v for k, v in (fields or {}).items()}
+            payload = f["d"]
             out.append(
-                (int(fields["i"]), payload if isinstance(payload, bytes) else payload.encode())
+                (
+                    _text(entry_id),
+                    int(f["i"]),
+                    payload if isinstance(payload, bytes) else payload.encode(),
+                )
             )
         return out
+
+    def stream_delete(self, type_name: str, shard: int, ids: Sequence[str]) -> None:
+        keys = (self._backend.alloc_key(_check_type(type_name)) + f":ho:{int(shard)}",)
+        args = [str(i) for i in ids]
+        self._conn.call("alloc stream delete", lambda c: _ALLOC_STREAM_TAKE.run(c, keys, args))
 
     def close(self) -> None:
         self._conn.close()

@@ -390,12 +390,21 @@ class AllocationStore(Protocol):
         ignored)."""
         ...
 
-    def stream_append(self, type_name: str, shard: int, items: Sequence[tuple[int, bytes]]) -> None:
-        """Append ``(serializer_id, payload)`` items to the shard's hand-over stream."""
+    def stream_append(
+        self, type_name: str, shard: int, items: Sequence[tuple[int, bytes]], token: str
+    ) -> None:
+        """Append ``(serializer_id, payload)`` items to the shard's hand-over stream;
+        ``token`` names this append (unique): a retry with the same token after a lost
+        reply appends nothing twice."""
         ...
 
-    def stream_take(self, type_name: str, shard: int) -> list[tuple[int, bytes]]:
-        """Take (read and delete, in one step) the shard's hand-over stream."""
+    def stream_read(self, type_name: str, shard: int) -> list[tuple[str, int, bytes]]:
+        """The shard's hand-over stream: ``(entry_id, serializer_id, payload)`` in
+        order (nothing is deleted: repeat it freely)."""
+        ...
+
+    def stream_delete(self, type_name: str, shard: int, ids: Sequence[str]) -> None:
+        """Delete the entries ``ids`` read by :meth:`stream_read` (idempotent)."""
         ...
 
     def close(self) -> None:

@@ -120,13 +120,32 @@ def test_a_removed_member_needs_no_ack_and_a_new_region_counts_as_acked(alloc: A
 
 def test_the_hand_over_stream_keeps_order_and_is_taken_once(alloc: Alloc) -> None:
     store = alloc.store
-    assert store.stream_take("cart", 3) == []
-    store.stream_append("cart", 3, [(1, b"x1"), (1, b"x2")])
-    store.stream_append("cart", 3, [(2, b"\x00\xff")])
-    store.stream_append("cart", 4, [(1, b"other")])
-    assert store.stream_take("cart", 3) == [(1, b"x1"), (1, b"x2"), (2, b"\x00\xff")]
-    assert store.stream_take("cart", 3) == []
-    assert store.stream_take("cart", 4) == [(1, b"other")]
+
+    def take(shard: int) -> list[tuple[int, bytes]]:
+        entries = store.stream_read("cart", shard)
+        store.stream_delete("cart", shard, [e[0] for e in entries])
+        return [(sid, payload) for _id, sid, payload in entries]
+
+    assert take(3) == []
+    store.stream_append("cart", 3, [(1, b"x1"), (1, b"x2")], "n1/a/1")
+    store.stream_append("cart", 3, [(2, b"\x00\xff")], "n1/a/2")
+    store.stream_append("cart", 4, [(1, b"other")], "n2/b/1")
+    # A retry of an append whose reply was lost (the same token) appends nothing.
+    store.stream_append("cart", 3, [(1, b"x1"), (1, b"x2")], "n1/a/1")
+    assert take(3) == [(1, b"x1"), (1, b"x2"), (2, b"\x00\xff")]
+    assert take(3) == []
+    # Reading does not delete (a read whose reply was lost is read again); deleting
+    # what was read leaves what was appended after the read.
+    store.stream_append("cart", 4, [(1, b"late")], "n3/c/1")
+    entries = store.stream_read("cart", 4)
+    assert store.stream_read("cart", 4) == entries
+    store.stream_append("cart", 4, [(1, b"later")], "n3/c/2")
+    store.stream_delete("cart", 4, [e[0] for e in entries])
+    store.stream_delete("cart", 4, [e[0] for e in entries])  # a retry: nothing more
+    assert [(sid, p) for _id, sid, p in entries] == [(1, b"other"), (1, b"late")]
+    assert take(4) == [(1, b"later")]
+    with pytest.raises(ValueError, match="token"):
+        store.stream_append("cart", 3, [(1, b"x")], "")
 
 
 def test_keys_are_under_the_membership_tag_and_bad_input_is_refused(alloc: Alloc) -> None:

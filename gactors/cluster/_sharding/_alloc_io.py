@@ -11,6 +11,7 @@ call is retried with backoff (a read is not: the next heartbeat reads again).
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -45,6 +46,9 @@ class AllocIO:
         self._max_delay = max_delay
         self._queue: Queue[tuple[int, Any] | None] = Queue()
         self._pending = 0
+        # The hand-over stream appends' tokens: this incarnation's prefix and a count.
+        self._token_prefix = f"{node}/{uuid.uuid4().hex[:12]}/"
+        self._appends = 0
         self._sync_queued = False
         self._closed = False
         self._greenlet = gevent.spawn(self._loop)
@@ -68,7 +72,10 @@ class AllocIO:
         self._put(_ACK, moves)
 
     def stream(self, shard: int, items: list[tuple[int, bytes]]) -> None:
-        self._put(_STREAM, (shard, items))
+        # A token per append, kept across its retries (a retry after a lost reply is
+        # then not appended twice).
+        self._appends += 1
+        self._put(_STREAM, (shard, items, f"{self._token_prefix}{self._appends}"))
 
     def after(self, fn: Callable[[], Any]) -> None:
         """Call ``fn`` once every call queued before it is done."""

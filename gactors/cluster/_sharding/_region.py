@@ -12,6 +12,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+import gevent
 from gevent.event import Event
 
 from gactors._actor import Actor
@@ -21,7 +22,12 @@ from gactors._ref import ActorRef
 from gactors.cluster._access import cluster_node
 from gactors.cluster._cluster import Cluster
 from gactors.cluster._events import ClusterEvent, CurrentClusterState
-from gactors.cluster._seam import AllocationStore, AllocationTable, LeaseStore
+from gactors.cluster._seam import (
+    AllocationStore,
+    AllocationTable,
+    BackendUnavailable,
+    LeaseStore,
+)
 from gactors.cluster._sharding._alloc_io import AllocIO
 from gactors.cluster._sharding._handover import (
     ACK,
@@ -455,12 +461,32 @@ class _Region(Actor):
 
     def _take(self, s: int) -> Callable[[], list[tuple[str, Any, Any]]]:
         # For shard `s`: take its hand-over stream (blocking I/O, in the shard's
-        # greenlet) and decode it.
+        # greenlet) and decode it. Read first (a failed read is retried by the shard:
+        # nothing was deleted), then delete what was read, retried here until done:
+        # the entries are in hand then, so a lost reply to the delete loses nothing
+        # and a repeated read cannot deliver them twice.
         store, codec, type_name = self._allocations, self._codec, self._type
 
         def take() -> list[tuple[str, Any, Any]]:
+            entries = store.stream_read(type_name, s)
+            if entries:
+                ids = [entry_id for entry_id, _sid, _payload in entries]
+                delay = 0.05
+                while True:
+                    try:
+                        store.stream_delete(type_name, s, ids)
+                        break
+                    except BackendUnavailable as e:
+                        _log.warning(
+                            "sharding %r shard %d: cannot delete its taken hand-over (retried): %s",
+                            type_name,
+                            s,
+                            e,
+                        )
+                        gevent.sleep(delay)
+                        delay = min(delay * 2, 2.0)
             items: list[tuple[str, Any, Any]] = []
-            for sid, payload in store.stream_take(type_name, s):
+            for _entry_id, sid, payload in entries:
                 try:
                     batch = codec.decode_message(sid, payload)
                 except Exception as e:

@@ -151,19 +151,10 @@ class _Shard(Actor):
                 try:
                     items = take()
                 except BackendUnavailable as e:
-                    # The stream stays on the server: taking it is retried (the
+                    # The read failed: the stream stays on the server, whole (it is
+                    # deleted only after a read succeeded), and is read again (the
                     # shard's messages wait, in order).
-                    if e.maybe_sent:
-                        # The take reads and deletes in one step: if it ran and only
-                        # its reply was lost, those messages are gone (at most once).
-                        _log.error(
-                            "shard %s: the take of its hand-over stream may have run "
-                            "without its reply (its messages are then lost): %s",
-                            path,
-                            e,
-                        )
-                    else:
-                        _log.warning("shard %s: cannot take its hand-over stream: %s", path, e)
+                    _log.warning("shard %s: cannot read its hand-over stream: %s", path, e)
                     gevent.sleep(delay)
                     delay = min(delay * 2, 2.0)
                     continue
