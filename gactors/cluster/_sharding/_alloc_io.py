@@ -37,6 +37,7 @@ class AllocIO:
         hosting: bool,
         report: Callable[[AllocationTable], Any],
         max_delay: float,
+        dropped: Callable[[Sequence[tuple[Any, Any]]], Any] | None = None,
     ) -> None:
         self._store = store
         self._type = type_name
@@ -44,6 +45,9 @@ class AllocIO:
         self._hosting = hosting
         self._report = report
         self._max_delay = max_delay
+        # Told the (message, sender) pairs of a stream append that never ran (closed
+        # first): they are dead letters, not lost silently.
+        self._dropped = dropped
         self._queue: Queue[tuple[int, Any] | None] = Queue()
         self._pending = 0
         # The hand-over stream appends' tokens: this incarnation's prefix and a count.
@@ -71,11 +75,19 @@ class AllocIO:
     def ack(self, moves: list[tuple[int, str]]) -> None:
         self._put(_ACK, moves)
 
-    def stream(self, shard: int, items: list[tuple[int, bytes]]) -> None:
+    def stream(
+        self,
+        shard: int,
+        items: list[tuple[int, bytes]],
+        messages: Sequence[tuple[Any, Any]] = (),
+    ) -> None:
+        """Append ``items`` to ``shard``'s hand-over stream; ``messages``: the
+        (message, sender) pairs they carry, dead letters if it is closed first."""
         # A token per append, kept across its retries (a retry after a lost reply is
         # then not appended twice).
         self._appends += 1
-        self._put(_STREAM, (shard, items, f"{self._token_prefix}{self._appends}"))
+        token = f"{self._token_prefix}{self._appends}"
+        self._put(_STREAM, (shard, items, token, messages))
 
     def after(self, fn: Callable[[], Any]) -> None:
         """Call ``fn`` once every call queued before it is done."""
@@ -85,6 +97,11 @@ class AllocIO:
         """Stop (what is queued is dropped); ``unregister``: tell the table this
         region stops, best effort, in a greenlet of its own."""
         self._closed = True
+        # What was queued and never ran: a stream append's messages are dead letters.
+        while not self._queue.empty():
+            job = self._queue.get_nowait()
+            if job is not None and job[0] == _STREAM:
+                self._drop(job[1][3], maybe_sent=False)
         self._queue.put(None)
         if unregister:
             store, type_name, node = self._store, self._type, self._node
@@ -119,11 +136,14 @@ class AllocIO:
                 self._sync_queued = False
             delay = 0.05
             table: AllocationTable | None = None
+            done = maybe_sent = False
             while not self._closed:
                 try:
                     table = self._call(kind, arg)
+                    done = True
                     break
                 except BackendUnavailable as e:
+                    maybe_sent = maybe_sent or e.maybe_sent
                     if kind == _SYNC:
                         _log.debug("sharding region %r: cannot read its table: %s", self._type, e)
                         break
@@ -137,9 +157,26 @@ class AllocIO:
                 except Exception:
                     _log.exception("sharding region %r: allocation table call failed", self._type)
                     break
+            if kind == _STREAM and not done:
+                self._drop(arg[3], maybe_sent)
             self._pending -= 1
             if table is not None and not self._closed:
                 self._report(table)
+
+    def _drop(self, messages: Sequence[tuple[Any, Any]], maybe_sent: bool) -> None:
+        if not messages:
+            return
+        if maybe_sent:
+            # An attempt may have run (its reply was lost): they may be in the stream,
+            # so they are not dead letters as well (never both).
+            _log.error(
+                "sharding region %r: %d hand-over message(s) may not have reached the "
+                "stream (closed during a call whose reply was lost)",
+                self._type,
+                len(messages),
+            )
+        elif self._dropped is not None:
+            self._dropped(messages)
 
     def _call(self, kind: int, arg: Any) -> AllocationTable | None:
         store, t = self._store, self._type
@@ -152,7 +189,7 @@ class AllocIO:
         if kind == _ACK:
             return store.ack(t, self._node, arg)
         if kind == _STREAM:
-            store.stream_append(t, *arg)
+            store.stream_append(t, arg[0], arg[1], arg[2])
             return None
         arg()  # _AFTER
         return None

@@ -391,6 +391,14 @@ class RegionState:
             # A move to this node it acked may flip to it any time (found by the model:
             # a leave reported done while a flip to the leaving node was under way).
             or any(me in (m.from_, m.to) or m.local for m in self.moves.values())
+            # Moves under way, and its own senders' messages held while their shards
+            # move: its senders may send until the node stops, and what they send to a
+            # moving shard is held; done once the moves flipped and the held messages
+            # went on (found by review: a rolling restart's leaving hosts stopped with
+            # their senders' messages held, as dead letters). The node's leave budget
+            # bounds the wait.
+            or self.moves
+            or self.held
         ):
             return
         self.left = True

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import zlib
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import gevent
@@ -109,6 +109,13 @@ class _Region(Actor):
         self._hb = node.settings.heartbeat_interval
         self._allocations = allocations
         ref = self.ref
+
+        def dropped(messages: Sequence[tuple[Any, Any]]) -> None:
+            # A hand-over append that never ran (the region stopped first): its
+            # messages are dead letters (told from the I/O greenlet or post_stop).
+            for msg, snd in messages:
+                system.publish_dead_letter(msg, snd, ref)
+
         self._io = AllocIO(
             allocations,
             type_name,
@@ -116,6 +123,7 @@ class _Region(Actor):
             entity_props is not None,
             lambda table: ref.tell(_TableRead(table), None),
             node.settings.heartbeat_interval,
+            dropped=dropped,
         )
         self._out: dict[str, _Out] = {}
         self._flush_scheduled = False
@@ -443,6 +451,7 @@ class _Region(Actor):
         # Messages that came over the wire go to the shard's hand-over stream, in
         # batches of the wire's shape (they are serializable: they travelled already).
         encoded: list[tuple[int, bytes]] = []
+        carried: list[tuple[Any, ActorRef | None]] = []
         for k in range(0, len(items), BATCH_LIMIT):
             out = _Out()
             for eid, msg, snd in items[k : k + BATCH_LIMIT]:
@@ -453,11 +462,12 @@ class _Region(Actor):
                         _RegionBatch(out.flat, out.senders, False, self._node_id)
                     )
                 )
+                carried += ((msg, snd) for _eid, msg, snd in items[k : k + BATCH_LIMIT])
             except SerializationError as e:
                 _log.warning("sharding region %r: cannot hand over: %s", self._type, e)
                 for _s, _eid, msg, snd, _h in out.messages():
                     self.context.system.publish_dead_letter(msg, snd, self.ref)
-        self._io.stream(s, encoded)
+        self._io.stream(s, encoded, carried)
 
     def _take(self, s: int) -> Callable[[], list[tuple[str, Any, Any]]]:
         # For shard `s`: take its hand-over stream (blocking I/O, in the shard's

@@ -183,12 +183,16 @@ class _Shard(Actor):
             if not self._entities:
                 self._release()
             return
-        while buf and self._token is not None:
+        keeper = self._keeper
+        while buf and self._token is not None and keeper.held:
             env, snd = buf.popleft()
             self._deliver(env.entity_id, env.message, snd, env.origin)
 
     def _env(self, m: _Env, sender: ActorRef | None) -> None:
-        if self._token is None or self._handing_off or self._taking:
+        # Past the lease's local deadline nothing is delivered, even before _Lost (a
+        # message, queued behind what arrived while the process was paused) stops the
+        # entities: kept here, it goes to the shard's next incarnation in order.
+        if self._token is None or self._handing_off or self._taking or not self._keeper.held:
             if len(self._buffer) < BUFFER_LIMIT:
                 self._buffer.append((m, sender))
             else:
@@ -200,7 +204,7 @@ class _Shard(Actor):
         # A slice of a batch from another region (entity id, message, sender, ...):
         # the common case (lease held, the entity running) in one tight loop, the rest
         # exactly as one _Env each, in order.
-        if self._token is None or self._handing_off or self._taking:
+        if self._token is None or self._handing_off or self._taking or not self._keeper.held:
             env = self._env
             for k in range(0, len(f), 3):
                 env(_Env(f[k], f[k + 1], origin), f[k + 2])
@@ -264,10 +268,13 @@ class _Shard(Actor):
             if not self._entities:
                 self._release()
             return
-        if waiting and self._token is not None:
-            # Messages that came while it passivated: start it again, in order.
-            for env, snd in waiting:
-                self._deliver(eid, env.message, snd, env.origin)
+        if waiting:
+            if self._token is not None and self._keeper.held:
+                # Messages that came while it passivated: start it again, in order.
+                for env, snd in waiting:
+                    self._deliver(eid, env.message, snd, env.origin)
+            else:
+                self._buffer.extend(waiting)  # for the next incarnation, with _Lost's
 
     def _passivate_idle(self) -> None:
         if self._handing_off or self._passivate is None:
