@@ -162,16 +162,6 @@ def test_a_batch_for_several_entities_of_a_shard_keeps_order_and_senders(nodes: 
             assert {s for _, s in mine} == {sender}, f"{e}: {who}'s with the wrong sender"
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason=(
-        "open bug (issue 24): in about 7 % of runs two batches the client's region told "
-        "the new owner's region in order arrive in the other order (seen with traces: "
-        "the client flushed the batch with message 201 before the one with 202; the new "
-        "owner's region received 202 first), so one entity gets 202 before 201. Not the "
-        "transport's delivery slices (2 of 30 runs fail without them too); not found yet"
-    ),
-)
 def test_batches_for_a_moving_shard_are_held_and_forwarded_without_loss(nodes: Nodes) -> None:
     shards = 10
     nodes.start(host=True, shards=shards)
