@@ -53,33 +53,13 @@ CRASH_BOUND = 100
 runs = pytest.mark.parametrize("run", range(RUNS))
 
 
-class DeliveryNode:
-    """A node process of ``_delivery_node.py`` and its books."""
+class LineNode:
+    """A node process that answers JSON lines on stdout (``proc``, ``kept``, ``_log``
+    set by the subclass): what the fault tests' node classes share."""
 
-    def __init__(self, url: str, name: str, books_dir: str, **cluster: Any) -> None:
-        self.books = os.path.join(books_dir, f"{uuid.uuid4().hex[:8]}.books")
-        self._log = tempfile.NamedTemporaryFile(  # noqa: SIM115 - closed in close()
-            prefix="gactors-delivery-", suffix=".log", delete=False
-        )
-        self.proc = subprocess.Popen(
-            [sys.executable, NODE_SCRIPT, url, name, json.dumps(cluster), self.books],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=self._log,
-            text=True,
-        )
-        first = self.read(dilated(30.0))
-        if first is None or "address" not in first:
-            log = self.log()
-            self.close()
-            raise AssertionError(f"node process did not join: {first!r}\n{log}")
-        self.address: str = first["address"]
-        self.node_id = self.address.rpartition("@")[2]
-        self.pid: int = first["pid"]
-        self.kept: list[dict[str, Any]] = []
-
-    def path(self, name: str) -> str:
-        return f"{self.address}/user/{name}"
+    proc: subprocess.Popen[str]
+    kept: list[dict[str, Any]]
+    _log: Any
 
     def read(self, timeout: float) -> dict[str, Any] | None:
         assert self.proc.stdout is not None
@@ -108,13 +88,6 @@ class DeliveryNode:
             self.kept.append(line)
         raise AssertionError(f"no {key!r} line within {timeout} s\n{self.log()[-4000:]}")
 
-    def stats(self) -> dict[str, int]:
-        self.send(cmd="stats")
-        return self.wait_for("stats", 15.0)["stats"]  # type: ignore[no-any-return]
-
-    def signal(self, sig: int) -> None:
-        os.kill(self.pid, sig)
-
     def log(self) -> str:
         return Path(self._log.name).read_text(errors="replace")
 
@@ -130,6 +103,42 @@ class DeliveryNode:
         self._log.close()
         with contextlib.suppress(OSError):
             os.unlink(self._log.name)
+
+
+class DeliveryNode(LineNode):
+    """A node process of ``_delivery_node.py`` and its books."""
+
+    def __init__(self, url: str, name: str, books_dir: str, **cluster: Any) -> None:
+        self.books = os.path.join(books_dir, f"{uuid.uuid4().hex[:8]}.books")
+        self._log = tempfile.NamedTemporaryFile(  # noqa: SIM115 - closed in close()
+            prefix="gactors-delivery-", suffix=".log", delete=False
+        )
+        self.proc = subprocess.Popen(
+            [sys.executable, NODE_SCRIPT, url, name, json.dumps(cluster), self.books],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._log,
+            text=True,
+        )
+        first = self.read(dilated(30.0))
+        if first is None or "address" not in first:
+            log = self.log()
+            self.close()
+            raise AssertionError(f"node process did not join: {first!r}\n{log}")
+        self.address: str = first["address"]
+        self.node_id = self.address.rpartition("@")[2]
+        self.pid: int = first["pid"]
+        self.kept: list[dict[str, Any]] = []
+
+    def path(self, name: str) -> str:
+        return f"{self.address}/user/{name}"
+
+    def stats(self) -> dict[str, int]:
+        self.send(cmd="stats")
+        return self.wait_for("stats", 15.0)["stats"]  # type: ignore[no-any-return]
+
+    def signal(self, sig: int) -> None:
+        os.kill(self.pid, sig)
 
 
 @dataclass

@@ -44,6 +44,7 @@ from typing import Any
 import gevent
 import pytest
 
+from cluster.test_delivery import LineNode
 from gactors.testkit import dilated
 from gactors.testkit._redis_server import RedisServer
 
@@ -73,7 +74,7 @@ CRASH_WINDOW = 3.0
 runs = pytest.mark.parametrize("run", range(RUNS))
 
 
-class Node:
+class Node(LineNode):
     """A node process of ``_shfault_node.py`` (a host or a client) and its book."""
 
     def __init__(self, url: str, name: str, tmp: Path, kind: str, **cluster: Any) -> None:
@@ -109,33 +110,6 @@ class Node:
         self.killed_at: float | None = None
         self.streamed = False
 
-    def read(self, timeout: float) -> dict[str, Any] | None:
-        assert self.proc.stdout is not None
-        with gevent.Timeout(timeout, False):
-            line = self.proc.stdout.readline()
-            return json.loads(line) if line else None
-        return None
-
-    def send(self, **cmd: Any) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(json.dumps(cmd) + "\n")
-        self.proc.stdin.flush()
-
-    def wait_for(self, key: str, timeout: float) -> dict[str, Any]:
-        """The first line (kept or new) that has ``key``."""
-        for i, kept in enumerate(self.kept):
-            if key in kept:
-                return self.kept.pop(i)
-        deadline = time.monotonic() + dilated(timeout)
-        while time.monotonic() < deadline:
-            line = self.read(max(0.1, deadline - time.monotonic()))
-            if line is None:
-                break
-            if key in line:
-                return line
-            self.kept.append(line)
-        raise AssertionError(f"no {key!r} line within {timeout} s\n{self.log()[-4000:]}")
-
     def command(self, key: str, timeout: float = 15.0, **cmd: Any) -> Any:
         self.streamed |= cmd["cmd"] == "stream"
         self.send(**cmd)
@@ -149,22 +123,6 @@ class Node:
     @property
     def alive(self) -> bool:
         return self.proc.poll() is None
-
-    def log(self) -> str:
-        return Path(self._log.name).read_text(errors="replace")
-
-    def close(self) -> None:
-        if self.proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(self.proc.pid, signal.SIGCONT)
-            self.proc.kill()
-        self.proc.wait(10)
-        for f in (self.proc.stdin, self.proc.stdout):
-            if f is not None:
-                f.close()
-        self._log.close()
-        with contextlib.suppress(OSError):
-            os.unlink(self._log.name)
 
 
 class Cluster:
