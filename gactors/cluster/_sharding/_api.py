@@ -17,7 +17,7 @@ from gactors.cluster._access import cluster_node
 from gactors.cluster._cluster import Cluster
 from gactors.cluster._seam import LeaseStore
 from gactors.cluster._sharding._protocol import ShardingEnvelope, _Leave
-from gactors.cluster._sharding._region import _Region
+from gactors.cluster._sharding._region import _Kept, _Region
 
 if TYPE_CHECKING:
     from gactors._system import ActorSystem
@@ -209,6 +209,7 @@ class ClusterSharding:
                 self._store,
                 node.settings.lease_ttl,
                 node.backend.allocations(),
+                _Kept(),
             ),
             f"sharding-{type_name}",
         )

@@ -72,6 +72,26 @@ _log = logging.getLogger("gactors.cluster.sharding")
 _SHARD_IDS_LIMIT = 16384
 
 
+class _Kept:
+    """What a region keeps across a restart of its actor: one per region, made by
+    ``ClusterSharding.start`` and given to every incarnation in its Props.
+
+    Unlike Akka's ShardRegion, the region's protocol state is not rebuilt from the table
+    after a failure: its registration and acks in the table, the drains it waits for or
+    owes, what it holds and gathered, and their order are promises to the other regions
+    that a fresh state could not keep (found by review: a restarted region counted as
+    having acked the moves under way while its predecessor's messages were still in
+    flight, and its predecessor's unregister could remove its new registration). Only
+    the local shards stop with the failed instance (Actor's default ``pre_restart``:
+    what they did not deliver is dead letters), as in Akka.
+    """
+
+    __slots__ = ("state",)
+
+    def __init__(self) -> None:
+        self.state: tuple[Any, ...] | None = None
+
+
 class _Region(Actor):
     def __init__(
         self,
@@ -85,6 +105,7 @@ class _Region(Actor):
         store: LeaseStore,
         lease_ttl: float,
         allocations: AllocationStore,
+        kept: _Kept | None = None,
     ) -> None:
         self._type = type_name
         self._entity_props = entity_props
@@ -102,13 +123,40 @@ class _Region(Actor):
         self._path = f"/system/sharding-{type_name}"
         self._regions: dict[str, ActorRef] = {}
         self._shards: dict[int, ActorRef] = {}
-        self._leaving: Event | None = None
-        self._sm = RegionState(type_name, number_of_shards, self._node_id, entity_props is not None)
-        self._decide = self._sm.route
         self._codec = node.codec
         self._hb = node.settings.heartbeat_interval
         self._allocations = allocations
+        self._kept = kept
+        self._restarted = False
         ref = self.ref
+        # While a batch is routed: shard -> (its ref, its messages from the batch, flat:
+        # entity id, message, sender, ...).
+        self._collect: dict[int, tuple[ActorRef, list[Any]]] | None = None
+        # entity id -> shard (the crc32 of the id costs about three dict look-ups; cleared
+        # when full).
+        self._shard_ids: dict[str, int] = {}
+        # The actor's mailbox and its senders (in step with it; both allocated once
+        # and never replaced), read in receive only, in the hub like every mailbox use.
+        cell = self.context._cell  # noqa: SLF001  the region's own cell (its mailbox)
+        self._mailbox = cell.ensure_mailbox()
+        self._senders: deque[ActorRef | None] = cell.senders
+        # The envelopes taken from the mailbox in one receive are counted as run by
+        # the dispatcher (the dashboard's and the metrics' figure), and at most its
+        # throughput of them are (other actors and system messages run in between).
+        self._dispatcher = cell.dispatcher
+        self._drain_limit = max(1, cell.dispatcher.throughput)
+        self._flush_scheduled = False
+        self._leaving: Event | None = None
+        self._out: dict[str, _Out] = {}
+        if kept is not None and kept.state is not None:
+            # A restart: the protocol state of the failed instance goes on (_Kept).
+            self._sm, self._io, self._out, self._leaving = kept.state
+            kept.state = None
+            self._restarted = True
+            self._decide = self._sm.route
+            return
+        self._sm = RegionState(type_name, number_of_shards, self._node_id, entity_props is not None)
+        self._decide = self._sm.route
 
         def dropped(messages: Sequence[tuple[Any, Any]]) -> None:
             # A hand-over append that never ran (the region stopped first): its
@@ -125,24 +173,6 @@ class _Region(Actor):
             node.settings.heartbeat_interval,
             dropped=dropped,
         )
-        self._out: dict[str, _Out] = {}
-        self._flush_scheduled = False
-        # The actor's mailbox and its senders (in step with it; both allocated once
-        # and never replaced), read in receive only, in the hub like every mailbox use.
-        cell = self.context._cell  # noqa: SLF001  the region's own cell (its mailbox)
-        self._mailbox = cell.ensure_mailbox()
-        self._senders: deque[ActorRef | None] = cell.senders
-        # The envelopes taken from the mailbox in one receive are counted as run by
-        # the dispatcher (the dashboard's and the metrics' figure), and at most its
-        # throughput of them are (other actors and system messages run in between).
-        self._dispatcher = cell.dispatcher
-        self._drain_limit = max(1, cell.dispatcher.throughput)
-        # entity id -> shard (the crc32 of the id costs about three dict look-ups; cleared
-        # when full).
-        self._shard_ids: dict[str, int] = {}
-        # While a batch is routed: shard -> (its ref, its messages from the batch, flat:
-        # entity id, message, sender, ...).
-        self._collect: dict[int, tuple[ActorRef, list[Any]]] | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------
     def pre_start(self) -> None:
@@ -151,6 +181,42 @@ class _Region(Actor):
         # flips of moves, plans after membership changes (a member turning "leaving"
         # publishes no event).
         self.timers.start_timer_with_fixed_delay("view", _VIEW_TICK, self._hb)
+
+    def pre_restart(self, reason: BaseException, message: Any) -> None:
+        """Keep the protocol state for the next instance (:class:`_Kept`); the local
+        shards stop (the default), the region does not (no ``post_stop``)."""
+        if self._kept is None:
+            super().pre_restart(reason, message)
+            return
+        Cluster(self.context.system).unsubscribe(self.ref)
+        context = self.context
+        for child in context.children:
+            context.unwatch(child)
+            context.stop(child)
+        self._kept.state = (self._sm, self._io, self._out, self._leaving)
+        _log.warning(
+            "sharding region %r on %s restarts after a failure (%s: %s); its local shards "
+            "stop, its hand-over state goes on",
+            self._type,
+            self._node_id,
+            type(reason).__name__,
+            reason,
+        )
+
+    def post_restart(self, reason: BaseException) -> None:
+        """Take up the failed instance's protocol state: its local shards stopped (the
+        new instance starts on demand after they terminated, so two never run at once),
+        the commands it did not carry out are carried out, what it gathered is sent."""
+        self.pre_start()
+        if self._restarted:
+            sm = self._sm
+            for s in range(sm.n):
+                if s in sm.started or sm.last[s] == self._node_id:
+                    # What they did not deliver was a dead letter when they stopped.
+                    sm.handed_off(s, [])
+            self._run()
+            self._flush()
+            self._io.sync()
 
     def post_stop(self) -> None:
         Cluster(self.context.system).unsubscribe(self.ref)
@@ -190,6 +256,13 @@ class _Region(Actor):
             self._sm.drained(m.shard, m.node)
             self._run()
         elif t is _HandedOff:
+            if self._shards.get(m.shard) != self.context.sender:
+                # A shard stopped by a restart of this region reported after it: the
+                # new instance took it as stopped (post_restart), possibly acked its
+                # move already, so what it did not deliver can only be dead letters.
+                for env, snd in m.leftover:
+                    self.context.system.publish_dead_letter(env.message, snd, self.ref)
+                return
             self._handed_off(m.shard, m.leftover)
         elif t is _TableRead:
             self._table(m.table)
@@ -394,50 +467,74 @@ class _Region(Actor):
         while sm.out:
             cmds, sm.out = sm.out, []
             acks: list[tuple[int, str]] = []
-            for c in cmds:
-                kind = c[0]
-                if kind == SEND:
-                    self._send(*c[1:])
-                elif kind == DEAD:
-                    self.context.system.publish_dead_letter(c[1], c[2], self.ref)
-                elif kind == HAND_OFF:
-                    shard = self._shards.get(c[1])
-                    if shard is not None:
-                        shard.tell(_HandOff(), self.ref)
-                    else:
-                        sm.handed_off(c[1], [])  # it stopped meanwhile: nothing to wait for
-                elif kind == START:
-                    if c[1] not in self._shards:
-                        self._start_shard(c[1])
-                elif kind == DRAIN:
-                    self._flush_to(c[1])  # the marker goes after everything sent before it
-                    self._region_of(c[1]).tell(_Drain(c[2], self.ref, self._node_id), self.ref)
-                elif kind == DRAINED:
-                    reply = _Drained(c[2], self._node_id)
-                    if acks:
+            done = 0
+            try:
+                for c in cmds:
+                    kind = c[0]
+                    if kind == SEND:
+                        self._send(*c[1:])
+                    elif kind == ACK:
+                        acks.append((c[1], c[2]))
+                    elif kind in (DRAINED, STREAM) and acks:
                         self._io.ack(acks)
                         acks = []
-                    if self._io.pending:
-                        # After the stream write it depends on (rule 3).
-                        self._io.after(self._teller(c[1], reply))
+                        self._command(c)
                     else:
-                        c[1].tell(reply, self.ref)
-                elif kind == STREAM:
-                    if acks:
-                        self._io.ack(acks)
-                        acks = []
-                    self._stream(c[1], c[2])
-                elif kind == ACK:
-                    acks.append((c[1], c[2]))
-                elif kind == PLAN:
-                    self._io.plan(c[1], c[2], c[3])
-                elif kind == LEFT:
-                    self._flush()
-                    done = self._leaving
-                    if done is not None:
-                        done.set()
+                        self._command(c)
+                    done += 1
+            except BaseException:
+                # The commands after the one that failed are not lost: the restarted
+                # region carries them out (_Kept), in order. The failed one is tried
+                # again, unless it carried messages (they are dead letters: a message
+                # that breaks routing must not break it forever).
+                failed = cmds[done]
+                rest: list[tuple[Any, ...]] = [(ACK, s, f) for s, f in acks]
+                system = self.context.system
+                if failed[0] == SEND:
+                    system.publish_dead_letter(failed[4], failed[5], self.ref)
+                elif failed[0] == STREAM:
+                    for _eid, msg, snd in failed[2]:
+                        system.publish_dead_letter(msg, snd, self.ref)
+                elif failed[0] != DEAD:
+                    rest.append(failed)
+                sm.out[:0] = rest + cmds[done + 1 :]
+                raise
             if acks:
                 self._io.ack(acks)
+
+    def _command(self, c: tuple[Any, ...]) -> None:
+        kind = c[0]
+        sm = self._sm
+        if kind == DEAD:
+            self.context.system.publish_dead_letter(c[1], c[2], self.ref)
+        elif kind == HAND_OFF:
+            shard = self._shards.get(c[1])
+            if shard is not None:
+                shard.tell(_HandOff(), self.ref)
+            else:
+                sm.handed_off(c[1], [])  # it stopped meanwhile: nothing to wait for
+        elif kind == START:
+            if c[1] not in self._shards:
+                self._start_shard(c[1])
+        elif kind == DRAIN:
+            self._flush_to(c[1])  # the marker goes after everything sent before it
+            self._region_of(c[1]).tell(_Drain(c[2], self.ref, self._node_id), self.ref)
+        elif kind == DRAINED:
+            reply = _Drained(c[2], self._node_id)
+            if self._io.pending:
+                # After the stream write it depends on (rule 3).
+                self._io.after(self._teller(c[1], reply))
+            else:
+                c[1].tell(reply, self.ref)
+        elif kind == STREAM:
+            self._stream(c[1], c[2])
+        elif kind == PLAN:
+            self._io.plan(c[1], c[2], c[3])
+        elif kind == LEFT:
+            self._flush()
+            done = self._leaving
+            if done is not None:
+                done.set()
 
     def _teller(self, ref: ActorRef, message: Any) -> Callable[[], None]:
         me = self.ref
