@@ -5,7 +5,9 @@ Keys (``{P}`` the membership hash tag, see ``_redis.py``; every script reads the
 membership keys in the same slot, so it also runs on a Redis Cluster):
 
 ==============================  ========================================================
-``{P}:alloc:<type>``            HASH ``epoch``; ``o:<s>`` owner of shard ``s``;
+``{P}:alloc:<type>``            HASH ``epoch``; ``n`` the number of shards (every
+                                region registers with the same); ``o:<s>`` owner of
+                                shard ``s``;
                                 ``m:<s>`` ``"<from>|<to>"`` while it moves; ``a:<s>``
                                 ``",n1,n2,"`` the regions that acked that move
 ``{P}:alloc:<type>:regions``    HASH node -> ``"1"`` (hosting region) / ``"0"`` (proxy)
@@ -17,7 +19,8 @@ membership keys in the same slot, so it also runs on a Redis Cluster):
 ==============================  ========================================================
 
 The scripts are ``lua/alloc*.lua``; each one flips the moves every registered member
-acked and returns the table with the membership it was read with.
+acked and returns the table with the membership it was read with (a read whose caller
+has seen the table and the membership as they are gets ``0`` instead).
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ from gactors.cluster._redis_scripts import (
     _ALLOC_UNREGISTER,
     _Script,
 )
-from gactors.cluster._seam import AllocationTable
+from gactors.cluster._seam import AllocationTable, ShardCountMismatch
 
 if TYPE_CHECKING:
     from gactors.cluster._redis import RedisBackend
@@ -59,6 +62,11 @@ def _check_node_name(node: str) -> str:
     if not isinstance(node, str) or not node or any(c in node for c in ",|"):
         raise ValueError(f"a node id must be a non-empty str without ',' or '|', not {node!r}")
     return node
+
+
+def _count(what: str, args: Sequence[Any]) -> int:
+    # The number of shards a register or plan call was made with.
+    return int(args[2]) if what == "alloc register" else len(args) - 2
 
 
 def parse_table(raw: Sequence[Any]) -> AllocationTable:
@@ -112,16 +120,34 @@ class _RedisAllocationStore:
         base = self._backend.alloc_key(_check_type(type_name))
         return (members, info, version, tomb, base, base + ":regions")
 
-    def _run(self, what: str, script: _Script, type_name: str, args: Sequence[Any]) -> Any:
+    def _call(self, what: str, script: _Script, type_name: str, args: Sequence[Any]) -> Any:
         keys = self._keys(type_name)
 
         def run(client: redis.Redis) -> Any:
-            return script.run(client, keys, args)
+            try:
+                return script.run(client, keys, args)
+            except redis.ResponseError as e:
+                # Raised past the connection's error mapping: not the backend's fault,
+                # and no retry can help.
+                text = str(e)
+                if text.startswith("GACTORS_SHARD_COUNT "):
+                    table = int(text.split()[1])
+                    raise ShardCountMismatch(type_name, table, _count(what, args)) from None
+                raise
 
-        return parse_table(self._conn.call(what, run))
+        return self._conn.call(what, run)
 
-    def register(self, type_name: str, node: str, hosting: bool) -> AllocationTable:
-        args = (_check_node_name(node), "1" if hosting else "0")
+    def _run(self, what: str, script: _Script, type_name: str, args: Sequence[Any]) -> Any:
+        return parse_table(self._call(what, script, type_name, args))
+
+    def register(
+        self, type_name: str, node: str, hosting: bool, number_of_shards: int
+    ) -> AllocationTable:
+        if isinstance(number_of_shards, bool) or not isinstance(number_of_shards, int):
+            raise TypeError(f"number_of_shards must be an int, not {number_of_shards!r}")
+        if number_of_shards < 1:
+            raise ValueError(f"number_of_shards must be >= 1, not {number_of_shards}")
+        args = (_check_node_name(node), "1" if hosting else "0", number_of_shards)
         result: AllocationTable = self._run("alloc register", _ALLOC_REGISTER, type_name, args)
         return result
 
@@ -130,9 +156,12 @@ class _RedisAllocationStore:
         result: AllocationTable = self._run("alloc unregister", _ALLOC_UNREGISTER, type_name, args)
         return result
 
-    def sync(self, type_name: str) -> AllocationTable:
-        result: AllocationTable = self._run("alloc sync", _ALLOC_SYNC, type_name, ())
-        return result
+    def sync(self, type_name: str, seen: tuple[int, int] | None = None) -> AllocationTable | None:
+        args = ("", "") if seen is None else (int(seen[0]), int(seen[1]))
+        raw = self._call("alloc sync", _ALLOC_SYNC, type_name, args)
+        if raw == 0:
+            return None
+        return parse_table(raw)
 
     def plan(
         self, type_name: str, version: int, epoch: int, desired: Sequence[str]

@@ -46,6 +46,7 @@ __all__ = [
     "MembershipStore",
     "MembershipView",
     "Outbox",
+    "ShardCountMismatch",
 ]
 
 #: ``MemberRecord.status`` of a member that joined and has not started to leave.
@@ -64,6 +65,23 @@ GONE = 0
 FULL = -1
 #: Not appended: the server refused the command (an error reply, e.g. WRONGTYPE).
 REFUSED = -2
+
+
+class ShardCountMismatch(ValueError):
+    """A region registers (or plans) a sharded type with another number of shards than
+    the type's allocation table has while other members' regions use it: the nodes
+    would map entity ids to different shards."""
+
+    def __init__(self, type_name: str, table: int, given: int) -> None:
+        self.type_name = type_name
+        self.table = table
+        self.given = given
+        super().__init__(
+            f"sharding {type_name!r}: number_of_shards={given} here, but the cluster's "
+            f"allocation table of the type has {table} (every node must start the type "
+            "with the same number_of_shards; to change it, stop every node's region of "
+            "the type first)"
+        )
 
 
 class BackendUnavailable(Exception):
@@ -364,17 +382,22 @@ class AllocationStore(Protocol):
     owner, after the flip.
     """
 
-    def register(self, type_name: str, node: str, hosting: bool) -> AllocationTable:
+    def register(
+        self, type_name: str, node: str, hosting: bool, number_of_shards: int
+    ) -> AllocationTable:
         """``node``'s region of ``type_name`` starts (it counts as having acked the
-        moves under way: it sent nothing yet)."""
+        moves under way: it sent nothing yet). Raises :class:`ShardCountMismatch` if
+        the table has another number of shards while a member's region uses it."""
         ...
 
     def unregister(self, type_name: str, node: str) -> AllocationTable:
         """``node``'s region of ``type_name`` stops; it acks nothing any more."""
         ...
 
-    def sync(self, type_name: str) -> AllocationTable:
-        """The table (after the flips a removed member no longer holds back)."""
+    def sync(self, type_name: str, seen: tuple[int, int] | None = None) -> AllocationTable | None:
+        """The table (after the flips a removed member no longer holds back); None if
+        ``seen``, the ``(epoch, version)`` of the caller's last snapshot, is still
+        current (nothing changed, nothing can flip)."""
         ...
 
     def plan(
@@ -382,7 +405,9 @@ class AllocationStore(Protocol):
     ) -> AllocationTable:
         """Move shards towards ``desired`` (an owner per shard, "" for none) if the
         membership ``version`` and the table ``epoch`` are still those it was computed
-        from (else nothing). Only up members with a hosting region are valid owners."""
+        from (else nothing). Only up members with a hosting region are valid owners.
+        Raises :class:`ShardCountMismatch` if ``desired`` has another length than the
+        table's number of shards."""
         ...
 
     def ack(self, type_name: str, node: str, moves: Sequence[tuple[int, str]]) -> AllocationTable:

@@ -10,8 +10,23 @@ import pytest
 
 pytest.importorskip("redis")
 
+import redis
+
 from gactors.cluster._redis import RedisBackend
-from gactors.cluster._seam import AllocationStore, AllocationTable, MembershipStore
+from gactors.cluster._redis_scripts import (
+    _ALLOC_ACK,
+    _ALLOC_PLAN,
+    _ALLOC_REGISTER,
+    _ALLOC_STREAM_ADD,
+    _ALLOC_SYNC,
+    _ALLOC_UNREGISTER,
+)
+from gactors.cluster._seam import (
+    AllocationStore,
+    AllocationTable,
+    MembershipStore,
+    ShardCountMismatch,
+)
 
 pytestmark = [pytest.mark.timeout(60)]
 
@@ -42,8 +57,8 @@ def alloc(redis_url: str) -> Iterator[Alloc]:
 def test_unowned_shards_get_their_owner_at_once_and_plans_compare_and_set(alloc: Alloc) -> None:
     alloc.join("a", "b")
     assert isinstance(alloc.store, AllocationStore)
-    alloc.store.register("cart", "a", True)
-    t = alloc.store.register("cart", "b", True)
+    alloc.store.register("cart", "a", True, 3)
+    t = alloc.store.register("cart", "b", True, 3)
     assert t.owners == {} and t.moving == {} and t.registered == {"a": True, "b": True}
     assert t.members == {"a": "up", "b": "up"}
     t2 = alloc.plan(t, "a", "b", "")
@@ -57,9 +72,9 @@ def test_unowned_shards_get_their_owner_at_once_and_plans_compare_and_set(alloc:
 
 def test_a_move_flips_once_every_registered_member_acked_it(alloc: Alloc) -> None:
     alloc.join("a", "b", "p")
-    alloc.store.register("cart", "a", True)
-    alloc.store.register("cart", "b", True)
-    t = alloc.store.register("cart", "p", False)  # a proxy acks too
+    alloc.store.register("cart", "a", True, 2)
+    alloc.store.register("cart", "b", True, 2)
+    t = alloc.store.register("cart", "p", False, 2)  # a proxy acks too
     t = alloc.plan(t, "a", "a")
     t = alloc.plan(t, "b", "a")
     assert t.owners == {0: "a", 1: "a"} and t.moving == {0: ("a", "b")}
@@ -77,7 +92,7 @@ def test_a_move_flips_once_every_registered_member_acked_it(alloc: Alloc) -> Non
 def test_a_moving_target_changes_but_never_back_and_only_to_up_hosts(alloc: Alloc) -> None:
     alloc.join("a", "b", "c", "p")
     for node, hosting in (("a", True), ("b", True), ("c", True), ("p", False)):
-        t = alloc.store.register("cart", node, hosting)
+        t = alloc.store.register("cart", node, hosting, 1)
     t = alloc.plan(t, "a")
     t = alloc.plan(t, "b")
     assert t.moving == {0: ("a", "b")}
@@ -90,25 +105,25 @@ def test_a_moving_target_changes_but_never_back_and_only_to_up_hosts(alloc: Allo
         assert alloc.plan(t, bad).epoch == epoch
     alloc.members.set_leaving("b")
     t = alloc.store.sync("cart")
-    assert t.members["b"] == "leaving"
+    assert t is not None and t.members["b"] == "leaving"
     assert alloc.plan(t, "b").moving == {0: ("a", "c")}, "a leaving node is no owner"
 
 
 def test_a_removed_member_needs_no_ack_and_a_new_region_counts_as_acked(alloc: Alloc) -> None:
     alloc.join("a", "b", "c")
-    alloc.store.register("cart", "a", True)
-    t = alloc.store.register("cart", "b", True)
+    alloc.store.register("cart", "a", True, 1)
+    t = alloc.store.register("cart", "b", True, 1)
     t = alloc.plan(t, "a")
     t = alloc.plan(t, "b")
     assert t.moving == {0: ("a", "b")}
     alloc.store.ack("cart", "b", [(0, "a")])
     # A region that registers while the shard moves sent nothing: it is not waited for.
-    t = alloc.store.register("cart", "c", True)
+    t = alloc.store.register("cart", "c", True, 1)
     assert t.moving == {0: ("a", "b")}, "a has not acked"
     # a crashes and is removed: nobody waits for it any more.
     assert alloc.members.remove("a", "test")
     t = alloc.store.sync("cart")
-    assert t.moving == {} and t.owners == {0: "b"}
+    assert t is not None and t.moving == {} and t.owners == {0: "b"}
     assert "a" not in t.registered, "a removed node's region is forgotten"
     # A stopping region acks nothing any more.
     t = alloc.plan(t, "c")
@@ -154,4 +169,72 @@ def test_keys_are_under_the_membership_tag_and_bad_input_is_refused(alloc: Alloc
     with pytest.raises(ValueError, match="type_name"):
         alloc.store.sync("a/b")
     with pytest.raises(ValueError, match="node id"):
-        alloc.store.register("cart", "a,b", True)
+        alloc.store.register("cart", "a,b", True, 1)
+
+
+def test_every_region_of_a_type_has_the_tables_number_of_shards(alloc: Alloc) -> None:
+    alloc.join("a", "b")
+    t = alloc.store.register("cart", "a", True, 3)
+    with pytest.raises(ShardCountMismatch, match=r"number_of_shards=4 here.* has 3") as e:
+        alloc.store.register("cart", "b", True, 4)
+    assert (e.value.type_name, e.value.table, e.value.given) == ("cart", 3, 4)
+    assert alloc.store.sync("cart") == t, "a refused registration changes nothing"
+    # A plan for another number of shards is refused the same way.
+    with pytest.raises(ShardCountMismatch, match="has 3"):
+        alloc.plan(t, "a", "a", "a", "a")
+    t = alloc.plan(t, "a", "a", "a")
+    assert t.owners == {0: "a", 1: "a", 2: "a"}
+    with pytest.raises(TypeError, match="number_of_shards"):
+        alloc.store.register("cart", "b", True, "3")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="number_of_shards"):
+        alloc.store.register("cart", "b", True, 0)
+    # Once no member's region uses the table (a redeploy with another number), the
+    # table starts anew with the new number.
+    alloc.store.unregister("cart", "a")
+    t2 = alloc.store.register("cart", "b", True, 4)
+    assert t2.owners == {} and t2.registered == {"b": True} and t2.epoch > t.epoch
+    assert alloc.plan(t2, "b", "b", "b", "b").owners == {0: "b", 1: "b", 2: "b", 3: "b"}
+
+
+def test_a_read_of_an_unchanged_table_gets_the_short_reply(alloc: Alloc) -> None:
+    alloc.join("a", "b", "c")
+    alloc.store.register("cart", "a", True, 2)
+    alloc.store.register("cart", "b", True, 2)
+    t = alloc.store.register("cart", "c", True, 2)
+    t = alloc.plan(t, "a", "a")
+    seen = (t.epoch, t.version)
+    assert alloc.store.sync("cart", seen) is None
+    t = alloc.plan(t, "b", "a")
+    assert t.moving == {0: ("a", "b")}
+    assert alloc.store.sync("cart", seen) == t, "a plan changed the table"
+    seen = (t.epoch, t.version)
+    # Acks that flip nothing change nothing a region reads.
+    alloc.store.ack("cart", "a", [(0, "a")])
+    alloc.store.ack("cart", "b", [(0, "a")])
+    assert alloc.store.sync("cart", seen) is None
+    # c is removed: its ack is not needed any more, the next read flips the move
+    # (the membership version changed, so the read is not short).
+    assert alloc.members.remove("c", "test")
+    t2 = alloc.store.sync("cart", seen)
+    assert t2 is not None and t2.moving == {} and t2.owners == {0: "b", 1: "a"}
+    assert alloc.store.sync("cart", (t2.epoch, t2.version)) is None
+    assert alloc.store.sync("cart") == t2, "a read without a snapshot gets the table"
+
+
+def test_each_script_refuses_a_wrong_number_of_arguments(alloc: Alloc, redis_url: str) -> None:
+    keys = alloc.store._keys("cart")  # type: ignore[attr-defined]
+    client = redis.Redis.from_url(redis_url)
+    try:
+        for script, args, name in (
+            (_ALLOC_REGISTER, ["a", "1"], "alloc_register"),
+            (_ALLOC_UNREGISTER, [], "alloc_unregister"),
+            (_ALLOC_SYNC, ["1"], "alloc_sync"),
+            (_ALLOC_PLAN, ["1", "1"], "alloc_plan"),
+            (_ALLOC_ACK, ["a", "0"], "alloc_ack"),
+        ):
+            with pytest.raises(redis.ResponseError, match=name):
+                script.run(client, keys, args)
+        with pytest.raises(redis.ResponseError, match="alloc_stream_add"):
+            _ALLOC_STREAM_ADD.run(client, ("k", "k:tokens"), ["token", "1"])
+    finally:
+        client.close()

@@ -19,13 +19,33 @@ pytest.importorskip("redis")
 pytest.importorskip("msgspec")
 
 from cluster.test_sharding_batches import GOT, RAN_ON, Nodes, wait_for
-from gactors import ActorSystem
-from gactors.cluster import ClusterSharding
+from gactors import Actor, ActorRef, ActorSystem, DeadLetter, Props, Terminated
+from gactors.cluster import ClusterSharding, ShardingEnvelope
 from gactors.cluster._access import cluster_node
 from gactors.cluster._sharding._handover import DRAIN, DRAINED, HAND_OFF, PLAN, START
 from gactors.cluster._sharding._region import _Region
 
 pytestmark = [pytest.mark.timeout(120)]
+
+
+class Watcher(Actor):
+    """Watches a ref; answers "stopped" with whether it terminated."""
+
+    def __init__(self, ref: ActorRef) -> None:
+        self.gone = False
+        self.dead: list[Any] = []
+        self.context.watch(ref)
+
+    def receive(self, m: Any) -> None:
+        if isinstance(m, Terminated):
+            self.gone = True
+        elif isinstance(m, DeadLetter):
+            inner = m.message
+            self.dead.append(inner.message if isinstance(inner, ShardingEnvelope) else inner)
+        elif m == "stopped":
+            self.sender.tell(self.gone)
+        elif m == "dead":
+            self.sender.tell(list(self.dead))
 
 
 class Boom:
@@ -82,7 +102,9 @@ def nodes(redis_url: str) -> Iterator[Nodes]:
 def _registered(system: ActorSystem) -> dict[str, bool]:
     store = cluster_node(system).backend.allocations()
     try:
-        return dict(store.sync("log").registered)
+        table = store.sync("log")
+        assert table is not None  # a read without a snapshot gets the table
+        return dict(table.registered)
     finally:
         store.close()
 
@@ -145,3 +167,28 @@ def test_a_region_restarted_while_shards_move_loses_and_reorders_nothing(
     # ... and still route: a message after the restarts arrives.
     for e in ids[:5]:
         assert sharding.entity_ref("log", e).ask("ping", timeout=20) == "pong"
+
+
+def test_a_region_with_another_number_of_shards_stops_with_a_clear_error(
+    nodes: Nodes, caplog: pytest.LogCaptureFixture
+) -> None:
+    first = nodes.start(host=True, shards=10)
+    sharding = ClusterSharding(first)
+    assert sharding.entity_ref("log", "x").ask("ping", timeout=20) == "pong"
+    second = nodes.start(host=True, shards=12)
+    region = ClusterSharding(second).shard_region("log")
+    probe = second.actor_of(Props(Watcher, region), "watcher")
+    wait_for(lambda: probe.ask("stopped", timeout=5), 20, "the mismatched region stops")
+    errors = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    assert any(
+        "number_of_shards=12 here, but the cluster's allocation table of the type has 10" in e
+        for e in errors
+    ), errors
+    # What is sent to it is a dead letter, never delivered by a wrongly mapped shard.
+    second.event_stream.subscribe(probe, DeadLetter)
+    ClusterSharding(second).entity_ref("log", "x").tell(("main", 0))
+    wait_for(lambda: probe.ask("dead", timeout=5) == [("main", 0)], 10, "a dead letter")
+    assert GOT.get("x") is None, "delivered by a region with the wrong number of shards"
+    # The first node's region is untouched, and only it is registered.
+    assert sharding.entity_ref("log", "x").ask("ping", timeout=20) == "pong"
+    assert set(_registered(first)) == {cluster_node(first).node_id}

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import gevent
+import gevent.event
 import pytest
 from gevent.queue import Queue
 
@@ -75,11 +76,12 @@ def test_a_stream_write_retried_after_a_lost_reply_is_not_duplicated(
     backend.membership().join("a", ())
     store = backend.allocations()
     tables: Queue[AllocationTable] = Queue()
-    io = AllocIO(_LostReplyOnce(store), "cart", "a", True, tables.put, 0.1)  # type: ignore[arg-type]
+    io = AllocIO(_LostReplyOnce(store), "cart", "a", True, 1, tables.put, 0.1)  # type: ignore[arg-type]
     tables.get(timeout=10)  # registered
     io.stream(0, [(1, b"payload-1")])
-    io.sync()
-    tables.get(timeout=10)  # the stream write is done (retried once)
+    done = gevent.event.Event()
+    io.after(done.set)
+    assert done.wait(10), "the stream write is done (retried once)"
     io.close(unregister=False)
     taken = [(sid, p) for _id, sid, p in backend.allocations().stream_read("cart", 0)]
     assert taken == [(1, b"payload-1")], f"hand-over entries: {taken}"
@@ -109,6 +111,7 @@ def test_stream_appends_that_never_ran_are_dead_letters_when_the_io_closes(
         "cart",
         "a",
         True,
+        1,
         tables.put,
         0.1,
         dropped=dropped.extend,

@@ -18,7 +18,12 @@ from typing import Any
 import gevent
 from gevent.queue import Queue
 
-from gactors.cluster._seam import AllocationStore, AllocationTable, BackendUnavailable
+from gactors.cluster._seam import (
+    AllocationStore,
+    AllocationTable,
+    BackendUnavailable,
+    ShardCountMismatch,
+)
 
 _log = logging.getLogger("gactors.cluster.sharding")
 
@@ -27,7 +32,8 @@ _SYNC, _REGISTER, _PLAN, _ACK, _STREAM, _AFTER = range(6)
 
 class AllocIO:
     """The ordered I/O of the region of ``type_name`` on ``node`` (``report`` gets
-    each table a call returned; it must not block: it sends a message)."""
+    each table a call returned, ``failed`` a :class:`ShardCountMismatch`; neither may
+    block: they send a message)."""
 
     def __init__(
         self,
@@ -35,15 +41,22 @@ class AllocIO:
         type_name: str,
         node: str,
         hosting: bool,
+        number_of_shards: int,
         report: Callable[[AllocationTable], Any],
         max_delay: float,
         dropped: Callable[[Sequence[tuple[Any, Any]]], Any] | None = None,
+        failed: Callable[[ShardCountMismatch], Any] | None = None,
     ) -> None:
         self._store = store
         self._type = type_name
         self._node = node
         self._hosting = hosting
+        self._n = number_of_shards
         self._report = report
+        self._failed = failed
+        # (epoch, version) of the last table a call returned: a read while both are
+        # current gets a short "unchanged" reply (nothing to report).
+        self._seen: tuple[int, int] | None = None
         self._max_delay = max_delay
         # Told the (message, sender) pairs of a stream append that never ran (closed
         # first): they are dead letters, not lost silently.
@@ -142,6 +155,11 @@ class AllocIO:
                     table = self._call(kind, arg)
                     done = True
                     break
+                except ShardCountMismatch as e:
+                    _log.error("%s; this region stops", e)
+                    if self._failed is not None:
+                        self._failed(e)
+                    break
                 except BackendUnavailable as e:
                     maybe_sent = maybe_sent or e.maybe_sent
                     if kind == _SYNC:
@@ -161,6 +179,8 @@ class AllocIO:
                 self._drop(arg[3], maybe_sent)
             self._pending -= 1
             if table is not None and not self._closed:
+                # The calls run one at a time: the last reply is the newest state.
+                self._seen = (table.epoch, table.version)
                 self._report(table)
 
     def _drop(self, messages: Sequence[tuple[Any, Any]], maybe_sent: bool) -> None:
@@ -181,9 +201,9 @@ class AllocIO:
     def _call(self, kind: int, arg: Any) -> AllocationTable | None:
         store, t = self._store, self._type
         if kind == _SYNC:
-            return store.sync(t)
+            return store.sync(t, self._seen)
         if kind == _REGISTER:
-            return store.register(t, self._node, self._hosting)
+            return store.register(t, self._node, self._hosting, self._n)
         if kind == _PLAN:
             return store.plan(t, *arg)
         if kind == _ACK:

@@ -209,6 +209,14 @@ class _TableRead:
         self.table = table
 
 
+class _AllocFailed:
+    # The region's allocation table refused it (ShardCountMismatch): it stops.
+    __slots__ = ("error",)
+
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
+
+
 class _HandedOff:
     __slots__ = ("leftover", "shard")
 

@@ -49,6 +49,7 @@ from gactors.cluster._sharding._protocol import (
     _VIEW_TICK,
     BATCH_LIMIT,
     ShardingEnvelope,
+    _AllocFailed,
     _Drain,
     _Drained,
     _Env,
@@ -169,9 +170,11 @@ class _Region(Actor):
             type_name,
             self._node_id,
             entity_props is not None,
+            number_of_shards,
             lambda table: ref.tell(_TableRead(table), None),
             node.settings.heartbeat_interval,
             dropped=dropped,
+            failed=lambda error: ref.tell(_AllocFailed(error), None),
         )
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -279,6 +282,11 @@ class _Region(Actor):
             self._io.sync()
         elif isinstance(m, (CurrentClusterState, ClusterEvent)) or t is _ViewTick:
             self._io.sync()
+            self._moves_timer()
+        elif t is _AllocFailed:
+            # Another number of shards than the cluster's (logged by the I/O): this
+            # region cannot route anything right; what it held is dead letters.
+            self.context.stop(self.ref)
         else:
             extract = self._extract
             if extract is None:
@@ -712,9 +720,13 @@ class _Region(Actor):
         for node in list(self._regions):
             if node not in members:
                 del self._regions[node]
+        self._moves_timer()
+
+    def _moves_timer(self) -> None:
         if self._sm.moves and not self.timers.is_timer_active("moves"):
             # While shards move, read the table four times a heartbeat: a flip is seen
-            # sooner (a graceful leave has a budget of a few heartbeats).
+            # sooner (a graceful leave has a budget of a few heartbeats). A read that
+            # finds nothing changed costs one short reply.
             self.timers.start_single_timer("moves", _VIEW_TICK, self._hb / 4)
 
     def _handed_off(self, s: int, leftover: list[tuple[Any, ActorRef | None]]) -> None:

@@ -3,6 +3,15 @@
 -- each shard ("" for none). An unowned shard gets its owner at once (nobody sent it
 -- anything yet); an owned one whose desired owner differs moves (from, to); a moving
 -- one gets its target updated (never back to its from: the move completes first).
+-- A plan for another number of shards than the table's is refused (error
+-- GACTORS_SHARD_COUNT <n>, see alloc_register.lua).
+if #ARGV < 3 then
+  return redis.error_reply('ERR alloc_plan takes a version, an epoch and an owner per shard, not ' .. #ARGV .. ' arguments')
+end
+local count = redis.call('HGET', alloc, 'n')
+if count and tonumber(count) ~= #ARGV - 2 then
+  return redis.error_reply('GACTORS_SHARD_COUNT ' .. count)
+end
 if tonumber(redis.call('GET', mversion) or '0') ~= tonumber(ARGV[1])
   or tonumber(redis.call('HGET', alloc, 'epoch') or '0') ~= tonumber(ARGV[2]) then
   flips()

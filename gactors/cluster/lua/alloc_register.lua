@@ -1,6 +1,26 @@
--- After alloc.lua. ARGV: 1 node, 2 "1" hosting / "0" proxy. A new region sent nothing
--- anywhere yet: it counts as having acked the moves under way.
+-- After alloc.lua. ARGV: 1 node, 2 "1" hosting / "0" proxy, 3 the type's number of
+-- shards. A new region sent nothing anywhere yet: it counts as having acked the moves
+-- under way (a node has one region per type for its life: a restarted region keeps
+-- its registration, _region._Kept). The table keeps the number of shards ("n"):
+-- another number is refused (error GACTORS_SHARD_COUNT <n>: the nodes would map
+-- entity ids to shards differently) while a member's region registered with it, and
+-- starts the table anew once none is left (a redeploy with a new number).
+if #ARGV ~= 3 then
+  return redis.error_reply('ERR alloc_register takes 3 arguments (node, hosting, number of shards), not ' .. #ARGV)
+end
 local node = ARGV[1]
+local n = redis.call('HGET', alloc, 'n')
+if n and n ~= ARGV[3] then
+  for _, r in ipairs(redis.call('HKEYS', regions)) do
+    if r ~= node and is_member(r) then
+      return redis.error_reply('GACTORS_SHARD_COUNT ' .. n)
+    end
+  end
+  local epoch = tonumber(redis.call('HGET', alloc, 'epoch') or '0')
+  redis.call('DEL', alloc, regions)
+  redis.call('HSET', alloc, 'epoch', epoch + 1)
+end
+redis.call('HSET', alloc, 'n', ARGV[3])
 redis.call('HSET', regions, node, ARGV[2])
 local tbl = redis.call('HGETALL', alloc)
 for i = 1, #tbl, 2 do

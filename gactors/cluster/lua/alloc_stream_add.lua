@@ -3,6 +3,9 @@
 -- payload), in order. An append whose token was seen already is not appended again:
 -- a retry after a lost reply must not duplicate its messages. Returns how many
 -- messages were appended (0 for a repeat).
+if #ARGV < 1 or #ARGV % 2 ~= 1 then
+  return redis.error_reply('ERR alloc_stream_add takes a token, then (serializer id, payload) pairs, not ' .. #ARGV .. ' arguments')
+end
 if redis.call('SADD', KEYS[2], ARGV[1]) == 0 then return 0 end
 -- The tokens only have to outlive the retries of an append (seconds).
 redis.call('PEXPIRE', KEYS[2], 600000)
