@@ -15,7 +15,9 @@ membership keys in the same slot, so it also runs on a Redis Cluster):
                                 serializer id, ``d`` payload), read by the new owner,
                                 then deleted entry by entry
 ``...:ho:<s>:tokens``           SET, the tokens of the appends taken (a retried append
-                                is not appended twice); expires 10 min after the last
+                                is not appended twice); expires 10 min after the last.
+                                An append is taken only while the shard moves away
+                                from the node it was written for
 ==============================  ========================================================
 
 The scripts are ``lua/alloc*.lua``; each one flips the moves every registered member
@@ -181,18 +183,25 @@ class _RedisAllocationStore:
         return result
 
     def stream_append(
-        self, type_name: str, shard: int, items: Sequence[tuple[int, bytes]], token: str
-    ) -> None:
+        self,
+        type_name: str,
+        shard: int,
+        items: Sequence[tuple[int, bytes]],
+        token: str,
+        from_node: str,
+    ) -> bool:
         if not items:
-            return
+            return True
         if not isinstance(token, str) or not token:
             raise ValueError(f"an append token must be a non-empty str, not {token!r}")
-        key = self._backend.alloc_key(_check_type(type_name)) + f":ho:{int(shard)}"
-        keys = (key, key + ":tokens")
-        args: list[Any] = [token]
+        base = self._backend.alloc_key(_check_type(type_name))
+        key = base + f":ho:{int(shard)}"
+        keys = (key, key + ":tokens", base)
+        args: list[Any] = [token, _check_node_name(from_node)]
         for sid, payload in items:
             args += (int(sid), payload)
-        self._conn.call("alloc stream append", lambda c: _ALLOC_STREAM_ADD.run(c, keys, args))
+        n = self._conn.call("alloc stream append", lambda c: _ALLOC_STREAM_ADD.run(c, keys, args))
+        return int(n) >= 0
 
     def stream_read(self, type_name: str, shard: int) -> list[tuple[str, int, bytes]]:
         key = self._backend.alloc_key(_check_type(type_name)) + f":ho:{int(shard)}"

@@ -416,11 +416,18 @@ class AllocationStore(Protocol):
         ...
 
     def stream_append(
-        self, type_name: str, shard: int, items: Sequence[tuple[int, bytes]], token: str
-    ) -> None:
-        """Append ``(serializer_id, payload)`` items to the shard's hand-over stream;
-        ``token`` names this append (unique): a retry with the same token after a lost
-        reply appends nothing twice."""
+        self,
+        type_name: str,
+        shard: int,
+        items: Sequence[tuple[int, bytes]],
+        token: str,
+        from_node: str,
+    ) -> bool:
+        """Append ``(serializer_id, payload)`` items to the shard's hand-over stream,
+        for its move away from ``from_node``; ``token`` names this append (unique): a
+        retry with the same token after a lost reply appends nothing twice. False (and
+        nothing appended) if that move is over: its new owner may have read the stream
+        already."""
         ...
 
     def stream_read(self, type_name: str, shard: int) -> list[tuple[str, int, bytes]]:

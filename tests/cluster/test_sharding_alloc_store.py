@@ -135,6 +135,13 @@ def test_a_removed_member_needs_no_ack_and_a_new_region_counts_as_acked(alloc: A
 
 def test_the_hand_over_stream_keeps_order_and_is_taken_once(alloc: Alloc) -> None:
     store = alloc.store
+    # Shards 3 and 4 move away from a (appends are taken only for a move under way).
+    alloc.join("a", "b")
+    store.register("cart", "a", True, 5)
+    t = store.register("cart", "b", True, 5)
+    t = alloc.plan(t, "a", "a", "a", "a", "a")
+    t = alloc.plan(t, "a", "a", "a", "b", "b")
+    assert t.moving == {3: ("a", "b"), 4: ("a", "b")}
 
     def take(shard: int) -> list[tuple[int, bytes]]:
         entries = store.stream_read("cart", shard)
@@ -142,25 +149,35 @@ def test_the_hand_over_stream_keeps_order_and_is_taken_once(alloc: Alloc) -> Non
         return [(sid, payload) for _id, sid, payload in entries]
 
     assert take(3) == []
-    store.stream_append("cart", 3, [(1, b"x1"), (1, b"x2")], "n1/a/1")
-    store.stream_append("cart", 3, [(2, b"\x00\xff")], "n1/a/2")
-    store.stream_append("cart", 4, [(1, b"other")], "n2/b/1")
+    store.stream_append("cart", 3, [(1, b"x1"), (1, b"x2")], "n1/a/1", "a")
+    store.stream_append("cart", 3, [(2, b"\x00\xff")], "n1/a/2", "a")
+    store.stream_append("cart", 4, [(1, b"other")], "n2/b/1", "a")
     # A retry of an append whose reply was lost (the same token) appends nothing.
-    store.stream_append("cart", 3, [(1, b"x1"), (1, b"x2")], "n1/a/1")
+    store.stream_append("cart", 3, [(1, b"x1"), (1, b"x2")], "n1/a/1", "a")
     assert take(3) == [(1, b"x1"), (1, b"x2"), (2, b"\x00\xff")]
     assert take(3) == []
     # Reading does not delete (a read whose reply was lost is read again); deleting
     # what was read leaves what was appended after the read.
-    store.stream_append("cart", 4, [(1, b"late")], "n3/c/1")
+    store.stream_append("cart", 4, [(1, b"late")], "n3/c/1", "a")
     entries = store.stream_read("cart", 4)
     assert store.stream_read("cart", 4) == entries
-    store.stream_append("cart", 4, [(1, b"later")], "n3/c/2")
+    store.stream_append("cart", 4, [(1, b"later")], "n3/c/2", "a")
     store.stream_delete("cart", 4, [e[0] for e in entries])
     store.stream_delete("cart", 4, [e[0] for e in entries])  # a retry: nothing more
     assert [(sid, p) for _id, sid, p in entries] == [(1, b"other"), (1, b"late")]
     assert take(4) == [(1, b"later")]
     with pytest.raises(ValueError, match="token"):
-        store.stream_append("cart", 3, [(1, b"x")], "")
+        store.stream_append("cart", 3, [(1, b"x")], "", "a")
+    # An append for another move (away from b), or for shard 4's move once it is over
+    # (its new owner may have taken the stream), is refused: nothing is appended.
+    assert store.stream_append("cart", 4, [(1, b"x")], "n4/d/1", "b") is False
+    store.ack("cart", "a", [(4, "a")])
+    assert store.ack("cart", "b", [(4, "a")]).owners[4] == "b"
+    assert store.stream_append("cart", 4, [(1, b"too late")], "n4/d/2", "a") is False
+    assert take(4) == []
+    # A retry of an append that was taken before the move ended is not refused.
+    assert store.stream_append("cart", 4, [(1, b"later")], "n3/c/2", "a") is True
+    assert take(4) == []
 
 
 def test_keys_are_under_the_membership_tag_and_bad_input_is_refused(alloc: Alloc) -> None:
@@ -235,6 +252,6 @@ def test_each_script_refuses_a_wrong_number_of_arguments(alloc: Alloc, redis_url
             with pytest.raises(redis.ResponseError, match=name):
                 script.run(client, keys, args)
         with pytest.raises(redis.ResponseError, match="alloc_stream_add"):
-            _ALLOC_STREAM_ADD.run(client, ("k", "k:tokens"), ["token", "1"])
+            _ALLOC_STREAM_ADD.run(client, ("k:ho:1", "k:ho:1:tokens", "k"), ["token", "a", "1"])
     finally:
         client.close()

@@ -10,8 +10,10 @@ flip once every registered member acked) and the per-shard hand-over streams; th
 membership (members and their status, a version). The network keeps the order per
 sender and receiver and nothing else: every step picks any non-empty channel (or a
 shard's mailbox, an I/O call, the reply of one...). Nodes join, leave gracefully
-(several at once) and crash (with their messages still in flight) while clients on
-every live node send numbered messages to a few entities.
+(several at once) and crash (with their messages still in flight), and region actors
+fail and are restarted by their supervisor (their protocol state goes on, their local
+shards stop), while clients on every live node send numbered messages to a few
+entities.
 
 Checked after every step, with no allowance:
 
@@ -189,6 +191,8 @@ class ShardingModel(RuleBasedStateMachine):
         self.lost: set[Msg] = set()  # held by a node when it crashed
         self.from_stream = 0
         self.misrouted = 0
+        self.restarts = 0
+        self.refused = 0
         for name in NODES[:2]:
             self._join(name)
         # Start from a settled cluster (every shard owned), so that what follows moves
@@ -306,7 +310,14 @@ class ShardingModel(RuleBasedStateMachine):
         elif kind == "read":
             reply = t.snapshot()
         elif kind == STREAM:
-            t.streams.setdefault(job[1], []).extend(job[2])
+            mv = t.moving.get(job[1])
+            if mv is not None and mv[0] == job[3]:
+                t.streams.setdefault(job[1], []).extend(job[2])
+            else:
+                # alloc_stream_add.lua refuses an append for a move that is over.
+                self.refused += 1
+                for item in job[2]:
+                    self._dead_letter(item[1])
         elif kind == ACK:
             reply = t.ack(node.name, job[1], job[2])
         elif kind == PLAN:
@@ -531,6 +542,35 @@ class ShardingModel(RuleBasedStateMachine):
                 del self.lease[s]
         node.shards.clear()
 
+    @precondition(lambda self: any(n.alive and not n.left for n in self.nodes.values()))
+    @rule(data=st.data())
+    def region_restarts(self, data: st.DataObject) -> None:
+        # The region actor failed and its supervisor restarted it (_region._Kept): its
+        # state machine, I/O queue and channels go on; its local shards stop (what
+        # they did not deliver is dead letters, their leases are released) and a
+        # hand-off report they sent before is stale (its leftover: dead letters);
+        # the new instance takes them as stopped.
+        name = data.draw(
+            st.sampled_from(sorted(n.name for n in self.nodes.values() if n.alive and not n.left))
+        )
+        node = self.nodes[name]
+        for shard in node.shards.values():
+            for kind, item in shard.mailbox:
+                if kind == "env":
+                    self._dead_letter(item[1])
+            for item in shard.buffer:
+                self._dead_letter(item[1])
+            if shard.leased:
+                del self.lease[shard.s]
+        node.shards.clear()
+        for _kind, _s, leftover in node.from_shards:
+            for item in leftover:
+                self._dead_letter(item[1])
+        node.from_shards.clear()
+        node.sm.restarted()
+        self.restarts += 1
+        self._run(node)
+
     # -- checks ----------------------------------------------------------------------------
     @invariant()
     def one_place_per_shard(self) -> None:
@@ -599,6 +639,8 @@ class ShardingModel(RuleBasedStateMachine):
         event(f"dead letters: {_bucket(len(self.dead))}")
         event(f"crashes: {sum(1 for n in self.nodes.values() if not n.alive and not n.left)}")
         event(f"leaves: {sum(1 for n in self.nodes.values() if n.left)}")
+        event(f"region restarts: {_bucket(self.restarts)}")
+        event(f"hand-over appends refused: {_bucket(self.refused)}")
         event(f"nodes: {len(self.nodes)}")
         event(f"sent: {_bucket(len(self.sent))}")
 

@@ -54,11 +54,14 @@ class _LostReplyOnce:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._store, name)
 
-    def stream_append(self, type_name: str, shard: int, items: Any, token: str) -> None:
-        self._store.stream_append(type_name, shard, items, token)
+    def stream_append(
+        self, type_name: str, shard: int, items: Any, token: str, from_node: str
+    ) -> bool:
+        appended = self._store.stream_append(type_name, shard, items, token, from_node)
         if not self.failed:
             self.failed = True
             raise BackendUnavailable("redis://x", "timeout reading the reply", maybe_sent=True)
+        return appended
 
 
 @pytest.fixture
@@ -74,11 +77,15 @@ def test_a_stream_write_retried_after_a_lost_reply_is_not_duplicated(
     backend: RedisBackend,
 ) -> None:
     backend.membership().join("a", ())
+    backend.membership().join("b", ())
     store = backend.allocations()
+    store.register("cart", "b", True, 1)
     tables: Queue[AllocationTable] = Queue()
     io = AllocIO(_LostReplyOnce(store), "cart", "a", True, 1, tables.put, 0.1)  # type: ignore[arg-type]
-    tables.get(timeout=10)  # registered
-    io.stream(0, [(1, b"payload-1")])
+    t = tables.get(timeout=10)  # registered
+    t = store.plan("cart", t.version, t.epoch, ["a"])
+    assert store.plan("cart", t.version, t.epoch, ["b"]).moving == {0: ("a", "b")}
+    io.stream(0, [(1, b"payload-1")], from_node="a")
     done = gevent.event.Event()
     io.after(done.set)
     assert done.wait(10), "the stream write is done (retried once)"
@@ -96,7 +103,9 @@ class _Unreachable:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._store, name)
 
-    def stream_append(self, type_name: str, shard: int, items: Any, token: str) -> None:
+    def stream_append(
+        self, type_name: str, shard: int, items: Any, token: str, from_node: str
+    ) -> bool:
         raise BackendUnavailable("redis://x", "connection refused", maybe_sent=False)
 
 

@@ -93,14 +93,16 @@ class AllocIO:
         shard: int,
         items: list[tuple[int, bytes]],
         messages: Sequence[tuple[Any, Any]] = (),
+        from_node: str = "",
     ) -> None:
-        """Append ``items`` to ``shard``'s hand-over stream; ``messages``: the
-        (message, sender) pairs they carry, dead letters if it is closed first."""
+        """Append ``items`` to ``shard``'s hand-over stream, for its move away from
+        ``from_node``; ``messages``: the (message, sender) pairs they carry, dead
+        letters if it is closed first or the move is over."""
         # A token per append, kept across its retries (a retry after a lost reply is
         # then not appended twice).
         self._appends += 1
         token = f"{self._token_prefix}{self._appends}"
-        self._put(_STREAM, (shard, items, token, messages))
+        self._put(_STREAM, (shard, items, token, messages, from_node))
 
     def after(self, fn: Callable[[], Any]) -> None:
         """Call ``fn`` once every call queued before it is done."""
@@ -209,7 +211,17 @@ class AllocIO:
         if kind == _ACK:
             return store.ack(t, self._node, arg)
         if kind == _STREAM:
-            store.stream_append(t, arg[0], arg[1], arg[2])
+            if not store.stream_append(t, arg[0], arg[1], arg[2], arg[4]):
+                # Over before the append (see alloc_stream_add.lua): the messages,
+                # from a node removed meanwhile, are dead letters.
+                _log.warning(
+                    "sharding region %r: the move of shard %d was over before its hand-over "
+                    "append; %d message(s) of removed nodes are dead letters",
+                    t,
+                    arg[0],
+                    len(arg[3]),
+                )
+                self._drop(arg[3], maybe_sent=False)
             return None
         arg()  # _AFTER
         return None

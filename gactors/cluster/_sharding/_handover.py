@@ -17,7 +17,8 @@ an entity message to route (:meth:`~RegionState.route`), a table snapshot
 (:meth:`~RegionState.table`), a drain marker from another region
 (:meth:`~RegionState.drain_request`) and its confirmation
 (:meth:`~RegionState.drained`), the local shard's hand-off report
-(:meth:`~RegionState.handed_off`), the node's graceful leave
+(:meth:`~RegionState.handed_off`), a restart of the region's actor
+(:meth:`~RegionState.restarted`), the node's graceful leave
 (:meth:`~RegionState.leave`) -- and append the commands to carry out to
 :attr:`RegionState.out`, in order. The region actor (``_region._Region``) feeds it
 the events it receives and carries the commands out; the I/O commands (``STREAM``,
@@ -62,8 +63,9 @@ Commands (tuples, the first item says which):
 * ``(START, shard)``: start the local shard now (it takes over a hand-over stream).
 * ``(DRAIN, node, shard)``: send what was gathered for ``node``, then a drain marker.
 * ``(DRAINED, reply_to, shard)``: confirm a drain marker (after the I/O before it).
-* ``(STREAM, shard, items)``: append ``items`` (``(entity_id, message, sender)``,
-  in order) to the shard's hand-over stream.
+* ``(STREAM, shard, items, from_node)``: append ``items`` (``(entity_id, message,
+  sender)``, in order) to the shard's hand-over stream, for its move away from
+  ``from_node`` (refused once that move is over: the items are dead letters then).
 * ``(ACK, shard, from_node)``: ack the move of ``shard`` away from ``from_node``.
 * ``(PLAN, version, epoch, desired)``: ask the table to move shards to ``desired``
   (compare-and-set on the membership ``version`` and the table ``epoch``).
@@ -274,6 +276,23 @@ class RegionState:
             self._release(s, dest)
         self._check_left()
 
+    def restarted(self) -> None:
+        """The region's actor failed and was restarted (this state goes on, see
+        ``_region._Kept``): its local shards stopped (what they did not deliver was
+        dead letters). One this node still owns starts again at once: it may not have
+        taken its hand-over stream yet (found by the model: a stream never taken when no
+        message came for the shard after the restart)."""
+        me = self.node_id
+        for s in range(self.n):
+            move = self.moves.get(s)
+            # A shard handing off is no longer `last` (found by the model: its move
+            # waited for the hand-off of a shard that had stopped).
+            if s in self.started or self.last[s] == me or (move is not None and move.local):
+                self.handed_off(s, [])
+                if self.dest[s] == me and s not in self.moves and s not in self.started:
+                    self.started.add(s)
+                    self.out.append((START, s))
+
     def leave(self) -> None:
         """The node leaves gracefully (its membership status says so): its leave is
         done (``LEFT``) once the table shows it owns nothing."""
@@ -342,7 +361,7 @@ class RegionState:
         mine = [h for h in q if not h.origin]
         q.clear()
         q.extend(mine)
-        self.out.append((STREAM, s, others))
+        self.out.append((STREAM, s, others, self.moves[s].from_))
 
     def _release(self, s: int, dest: str) -> None:
         q = self.held.pop(s)

@@ -212,11 +212,7 @@ class _Region(Actor):
         the commands it did not carry out are carried out, what it gathered is sent."""
         self.pre_start()
         if self._restarted:
-            sm = self._sm
-            for s in range(sm.n):
-                if s in sm.started or sm.last[s] == self._node_id:
-                    # What they did not deliver was a dead letter when they stopped.
-                    sm.handed_off(s, [])
+            self._sm.restarted()
             self._run()
             self._flush()
             self._io.sync()
@@ -535,7 +531,7 @@ class _Region(Actor):
             else:
                 c[1].tell(reply, self.ref)
         elif kind == STREAM:
-            self._stream(c[1], c[2])
+            self._stream(c[1], c[2], c[3])
         elif kind == PLAN:
             self._io.plan(c[1], c[2], c[3])
         elif kind == LEFT:
@@ -552,7 +548,7 @@ class _Region(Actor):
 
         return tell
 
-    def _stream(self, s: int, items: list[tuple[str, Any, ActorRef | None]]) -> None:
+    def _stream(self, s: int, items: list[tuple[str, Any, ActorRef | None]], from_: str) -> None:
         # Messages that came over the wire go to the shard's hand-over stream, in
         # batches of the wire's shape (they are serializable: they travelled already).
         encoded: list[tuple[int, bytes]] = []
@@ -572,7 +568,7 @@ class _Region(Actor):
                 _log.warning("sharding region %r: cannot hand over: %s", self._type, e)
                 for _s, _eid, msg, snd, _h in out.messages():
                     self.context.system.publish_dead_letter(msg, snd, self.ref)
-        self._io.stream(s, encoded, carried)
+        self._io.stream(s, encoded, carried, from_)
 
     def _take(self, s: int) -> Callable[[], list[tuple[str, Any, Any]]]:
         # For shard `s`: take its hand-over stream (blocking I/O, in the shard's
