@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -17,6 +18,13 @@ import pytest
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="needs POSIX signals")
 
 SCRIPT = r"""
+import signal
+# Ctrl-C as in a terminal, however pytest was started: a process started with SIGINT
+# ignored (a CI runner started in the background by a shell without job control, nohup)
+# passes SIG_IGN on through fork and exec, and Python then installs no KeyboardInterrupt
+# handler (a blocked SIGINT is inherited the same way).
+signal.signal(signal.SIGINT, signal.default_int_handler)
+signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGINT])
 from gevent import monkey
 monkey.patch_all()
 import logging, sys, gevent
@@ -47,24 +55,41 @@ def test_a_second_interrupt_abandons_the_wait_for_a_busy_actor(tmp_path: Path) -
     proc = subprocess.Popen(
         [sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
+    assert proc.stdout is not None and proc.stderr is not None
+    stderr = proc.stderr
+    err_lines: list[str] = []
+    waiting = threading.Event()
+
+    def read_stderr() -> None:
+        for line in stderr:
+            err_lines.append(line)
+            if "interrupt again to stop waiting" in line:
+                waiting.set()
+
+    reader = threading.Thread(target=read_stderr, daemon=True)
+    reader.start()
     try:
-        assert proc.stdout is not None
         assert proc.stdout.readline().strip() == "BUSY"
         # Sent while every greenlet waits (a signal landing in the actor's own code
         # would be a fatal failure of that actor instead, another story).
         time.sleep(0.3)
         proc.send_signal(signal.SIGINT)
-        time.sleep(1.0)
-        # The first interrupt waits for the busy actor (up to shutdown_timeout).
+        # The first interrupt waits for the busy actor (up to shutdown_timeout), and
+        # says so; a child that never got the signal would still be running as well.
+        assert waiting.wait(20), f"no wait announced after the first SIGINT:\n{''.join(err_lines)}"
+        time.sleep(1.0)  # the announcement is written just before the wait begins
         assert proc.poll() is None
         started = time.monotonic()
         proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=30)
+        proc.wait(timeout=30)
         elapsed = time.monotonic() - started
+        out = proc.stdout.read()
     finally:
         if proc.poll() is None:
             proc.kill()
-            proc.communicate()
+            proc.wait()
+        reader.join(10)
+    err = "".join(err_lines)
     assert "INTERRUPTED" in out, (out, err)
     assert elapsed < 20, f"the second interrupt took {elapsed:.1f} s to end the wait"
     assert "interrupted: waiting up to 60" in err and "interrupt again to stop waiting" in err

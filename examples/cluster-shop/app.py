@@ -203,6 +203,10 @@ class Allocator(ReliableEntity, Actor):
                     # resends it to the allocator that owns the numbers now.
                     log.warning("order-number allocator refused: %s", e)
                     raise RuntimeError(str(e)) from e
+                # The number is answered from the orders table (the checkout view reads
+                # it there), so the table is the record and the commit comes first; this
+                # line is the trace the tests read. A worker killed between the two
+                # leaves one committed order without its line, never a line without it.
                 if new:
                     lifecycle("alloc", kind="allocator", number=number, user=user, token=token)
             case _:

@@ -14,7 +14,9 @@ lifecycle log:
 * no cart (and no allocator) was ever live in two workers at the same time: its
   intervals, per entity id, never overlap across pids (a killed worker's open intervals
   end when it was killed);
-* every order number was allocated exactly once;
+* every order number was allocated exactly once: the allocator's SQLite orders table
+  holds 1..last, each once, every answered order with its number; each number has its
+  alloc line, but the one a killed allocator had committed and not yet logged;
 * the fencing token of each cart (and of the allocator) only grew, strictly when it moved;
 * every request succeeds in the end; attempts fail only inside the failover window (sent
   at most IN_FLIGHT before the kill/HUP, or before the cluster settled after it): those
@@ -34,6 +36,7 @@ import math
 import os
 import re
 import signal
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -335,14 +338,16 @@ class Report:
     cart_moves: int = 0
     allocator_incarnations: int = 0
     orders: int = 0
+    unlogged_orders: int = 0  # allocated by a killed allocator that had not logged it yet
     max_order: int = 0
     max_token: int = 0
     failure_kinds: dict[str, int] = field(default_factory=dict)
 
 
 def check_lifecycle(
-    lifecycle: Path, killed: dict[int, float], outcomes: list[Outcome], report: Report
+    shop: Shop, killed: dict[int, float], outcomes: list[Outcome], report: Report
 ) -> None:
+    lifecycle, orders_db = shop.lifecycle, shop.data / "orders.sqlite"
     intervals, allocations = parse_lifecycle(lifecycle)
     for interval in intervals:
         if interval.pid in killed:
@@ -394,11 +399,48 @@ def check_lifecycle(
         assert any(
             r.pid == pid and r.token == token and r.start <= at <= r.end for r in allocators
         ), a
-    answered = [o.data["order"] for o in outcomes if o.ok and "order" in o.data]
-    assert len(answered) == len(set(answered)), "an order number was answered twice"
-    assert set(answered) <= set(numbers), "an answered order number is not in the log"
-    report.orders = len(numbers)
-    report.max_order = max(numbers, default=0)
+
+    # The record of the orders is the allocator's SQLite table: the checkout view answers
+    # the number it reads there, and the alloc line is written after the commit. A worker
+    # killed between the two took that one line with it: its order is in the table
+    # only, and its number is the next after the last one logged before the kill.
+    orders, last = read_orders(orders_db)
+    in_table = sorted(number for number, _user in orders.values())
+    assert in_table == list(range(1, last + 1)), (
+        f"the orders table does not hold each number 1..{last} once: {in_table}"
+    )
+    user_of = {number: user for number, user in orders.values()}
+    for a in allocations:
+        assert user_of.get(int(a["number"])) == a["user"], ("logged, not so in the table", a)
+    cut_short = set()  # per allocator killed while live: the number it may not have logged
+    for r in allocators:
+        if r.pid in killed and r.end == killed[r.pid]:
+            logged_before = [int(a["number"]) for a in allocations if float(a["mono"]) <= r.end]
+            cut_short.add(max(logged_before, default=0) + 1)
+    unlogged = set(in_table) - set(numbers)
+    assert unlogged <= cut_short, (
+        f"order numbers in the table without an alloc line: {sorted(unlogged)} (only an "
+        f"order a killed allocator had just committed may lack one: {sorted(cut_short)})"
+    )
+    answered = [o.data for o in outcomes if o.ok and "order" in o.data]
+    assert len({d["order"] for d in answered}) == len(answered), "an order number answered twice"
+    for d in answered:
+        assert orders.get(d["order_id"]) == (d["order"], d["user"]), ("not so in the table", d)
+    report.orders = last
+    report.unlogged_orders = len(unlogged)
+    report.max_order = last
+
+
+def read_orders(path: Path) -> tuple[dict[str, tuple[int, str]], int]:
+    """The allocator's orders table (order id -> (number, user)) and its counter's last
+    number, read after the workers stopped."""
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        rows = db.execute("SELECT order_id, number, user FROM orders").fetchall()
+        (last,) = db.execute("SELECT last FROM counter WHERE id = 1").fetchone()
+    finally:
+        db.close()
+    return {order_id: (int(number), user) for order_id, number, user in rows}, int(last)
 
 
 def check_outcomes(outcomes: list[Outcome], window: tuple[float, float], report: Report) -> None:
@@ -522,7 +564,7 @@ def test_sigkill_one_worker_under_load(
         # The carts live on the survivors and the new worker (shards moved to it too).
         assert homes <= (set(first) - {victim}) | new and homes & new, (homes, first, new)
         shop.stop()
-        check_lifecycle(shop.lifecycle, {victim: killed_at}, outcomes, report)
+        check_lifecycle(shop, {victim: killed_at}, outcomes, report)
         intervals, _ = parse_lifecycle(shop.lifecycle)
         moved = [r for r in intervals if r.kind == "allocator" and r.start > killed_at]
         assert moved and all(r.pid != victim for r in moved), "the allocator did not fail over"
@@ -567,7 +609,7 @@ def test_hup_reload_of_all_workers_under_load(
         # checked below: an old worker's cart never stopped would fail check_lifecycle).
         assert homes and not homes & set(first), (homes, first)
         shop.stop()
-        check_lifecycle(shop.lifecycle, {}, outcomes, report)
+        check_lifecycle(shop, {}, outcomes, report)
         intervals, _ = parse_lifecycle(shop.lifecycle)
         assert {r.pid for r in intervals if r.kind == "allocator"} - set(first)
         log.info("HUP reload of workers %s: %s", first, report)
