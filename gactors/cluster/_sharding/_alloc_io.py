@@ -128,6 +128,9 @@ class AllocIO:
                 except BackendUnavailable as e:
                     # Its node's removal from the membership releases the moves then.
                     _log.warning("sharding region %r: cannot unregister: %s", type_name, e)
+                except RuntimeError as e:
+                    # The node's backend closed first (the system terminated): the same.
+                    _log.debug("sharding region %r: not unregistered: %s", type_name, e)
                 finally:
                     store.close()
 
