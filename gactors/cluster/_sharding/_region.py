@@ -212,9 +212,26 @@ class _Region(Actor):
         the commands it did not carry out are carried out, what it gathered is sent."""
         self.pre_start()
         if self._restarted:
-            self._sm.restarted()
-            self._run()
-            self._flush()
+            try:
+                self._sm.restarted()
+                self._run()
+                self._flush()
+            except Exception as e:
+                # The command that failed before the restart failed again. Raised, it
+                # would make the supervisor stop this region without its post_stop (a
+                # failed post_restart discards the instance): registered still, it would
+                # hold up every move of the type for good, and what it held would be lost
+                # without a dead letter (found by review). It stops now, with post_stop.
+                _log.error(
+                    "sharding region %r on %s: a hand-over command failed again after its "
+                    "restart (%s: %s); the region stops",
+                    self._type,
+                    self._node_id,
+                    type(e).__name__,
+                    e,
+                )
+                self.context.stop(self.ref)
+                return
             self._io.sync()
 
     def post_stop(self) -> None:
@@ -230,6 +247,17 @@ class _Region(Actor):
             self._out.clear()
         for h in self._sm.drop_all():
             system.publish_dead_letter(h.message, h.sender, self.ref)
+        # Commands a failure left and nobody will carry out: the messages they carry are
+        # dead letters too.
+        for c in self._sm.out:
+            if c[0] == SEND:
+                system.publish_dead_letter(c[4], c[5], self.ref)
+            elif c[0] == DEAD:
+                system.publish_dead_letter(c[1], c[2], self.ref)
+            elif c[0] == STREAM:
+                for _eid, msg, snd in c[2]:
+                    system.publish_dead_letter(msg, snd, self.ref)
+        self._sm.out.clear()
         self._io.close(unregister=True)
         if self._leaving is not None:
             self._leaving.set()
