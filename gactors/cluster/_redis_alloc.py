@@ -13,7 +13,8 @@ membership keys in the same slot, so it also runs on a Redis Cluster):
 ``{P}:alloc:<type>:regions``    HASH node -> ``"1"`` (hosting region) / ``"0"`` (proxy)
 ``{P}:alloc:<type>:ho:<s>``     STREAM, shard ``s``'s hand-over messages (fields ``i``
                                 serializer id, ``d`` payload), read by the new owner,
-                                then deleted entry by entry
+                                then deleted entry by entry (all of them when the
+                                table starts anew with another number of shards)
 ``...:ho:<s>:tokens``           SET, the tokens of the appends taken (a retried append
                                 is not appended twice); expires 10 min after the last.
                                 An append is taken only while the shard moves away

@@ -255,3 +255,33 @@ def test_each_script_refuses_a_wrong_number_of_arguments(alloc: Alloc, redis_url
             _ALLOC_STREAM_ADD.run(client, ("k:ho:1", "k:ho:1:tokens", "k"), ["token", "a", "1"])
     finally:
         client.close()
+
+
+def test_a_table_started_anew_drops_the_old_numbering_s_hand_over_streams(alloc: Alloc) -> None:
+    # Found by review: the reset kept the shards' hand-over streams. Their messages were
+    # sorted into shards by the old number of shards: the new table's owner of shard 2
+    # would take them and start their entities there, while the new numbering puts
+    # those entities in other shards (on other nodes): one entity in two places.
+    store = alloc.store
+    alloc.join("a", "b")
+    store.register("cart", "a", True, 3)
+    t = store.register("cart", "b", True, 3)
+    t = alloc.plan(t, "a", "a", "a")
+    t = alloc.plan(t, "a", "a", "b")
+    assert t.moving == {2: ("a", "b")}
+    assert store.stream_append("cart", 2, [(1, b"old numbering")], "n1/a/1", "a") is True
+    # The whole cluster goes (the move never completed), then a redeploy with 4 shards.
+    assert alloc.members.remove("a", "test") and alloc.members.remove("b", "test")
+    alloc.join("c")
+    t = store.register("cart", "c", True, 4)
+    assert t.owners == {} and t.moving == {}
+    assert store.stream_read("cart", 2) == []
+    # A table kept (the same number of shards) keeps its streams for the next owner.
+    t = alloc.plan(t, "c", "c", "c", "c")
+    alloc.join("d")
+    t = store.register("cart", "d", True, 4)
+    t = alloc.plan(t, "c", "c", "d", "c")
+    assert store.stream_append("cart", 2, [(1, b"kept")], "n2/c/1", "c") is True
+    assert alloc.members.remove("d", "test")
+    store.register("cart", "e", True, 4)  # not a member: registers, resets nothing
+    assert [p for _id, _sid, p in store.stream_read("cart", 2)] == [b"kept"]

@@ -4,7 +4,8 @@
 -- its registration, _region._Kept). The table keeps the number of shards ("n"):
 -- another number is refused (error GACTORS_SHARD_COUNT <n>: the nodes would map
 -- entity ids to shards differently) while a member's region registered with it, and
--- starts the table anew once none is left (a redeploy with a new number).
+-- starts the table anew, hand-over streams included, once none is left (a redeploy
+-- with a new number).
 if #ARGV ~= 3 then
   return redis.error_reply('ERR alloc_register takes 3 arguments (node, hosting, number of shards), not ' .. #ARGV)
 end
@@ -17,6 +18,13 @@ if n and n ~= ARGV[3] then
     end
   end
   local epoch = tonumber(redis.call('HGET', alloc, 'epoch') or '0')
+  -- The hand-over streams go too: their messages were put in shards by the old number,
+  -- and the new owner of a shard would start their entities where the new number does
+  -- not put them (one entity in two places; found by review). Their senders' nodes are
+  -- gone. (Keys under the table's hash tag: the same slot.)
+  for s = 0, tonumber(n) - 1 do
+    redis.call('DEL', alloc .. ':ho:' .. s, alloc .. ':ho:' .. s .. ':tokens')
+  end
   redis.call('DEL', alloc, regions)
   redis.call('HSET', alloc, 'epoch', epoch + 1)
 end
