@@ -11,6 +11,7 @@ membership keys in the same slot, so it also runs on a Redis Cluster):
                                 ``m:<s>`` ``"<from>|<to>"`` while it moves; ``a:<s>``
                                 ``",n1,n2,"`` the regions that acked that move
 ``{P}:alloc:<type>:regions``    HASH node -> ``"1"`` (hosting region) / ``"0"`` (proxy)
+                                / ``"-"`` (stopped, its node may still be a member)
 ``{P}:alloc:<type>:ho:<s>``     STREAM, shard ``s``'s hand-over messages (fields ``i``
                                 serializer id, ``d`` payload), read by the new owner,
                                 then deleted entry by entry (all of them when the
@@ -84,7 +85,14 @@ def parse_table(raw: Sequence[Any]) -> AllocationTable:
         elif name.startswith("m:"):
             f, _, t = _text(fields[i + 1]).partition("|")
             moving[int(name[2:])] = (f, t)
-    registered = {_text(regs[i]): _text(regs[i + 1]) == "1" for i in range(0, len(regs), 2)}
+    registered: dict[str, bool] = {}
+    stopped: set[str] = set()
+    for i in range(0, len(regs), 2):
+        value = _text(regs[i + 1])
+        if value == "-":
+            stopped.add(_text(regs[i]))
+        else:
+            registered[_text(regs[i])] = value == "1"
     status: dict[str, str] = {}
     roles: dict[str, tuple[str, ...]] = {}
     for i in range(0, len(info), 2):
@@ -103,6 +111,7 @@ def parse_table(raw: Sequence[Any]) -> AllocationTable:
         registered=registered,
         members={_text(n): status.get(_text(n), "up") for n in members},
         roles={_text(n): roles.get(_text(n), ()) for n in members},
+        stopped=frozenset(stopped),
     )
 
 

@@ -366,6 +366,9 @@ class AllocationTable:
     members: dict[str, str]
     #: The members' roles.
     roles: dict[str, tuple[str, ...]]
+    #: The nodes whose region of the type stopped (unregistered) while the node stayed
+    #: up: it hosts nothing and confirms no drain any more, like a removed node.
+    stopped: frozenset[str] = frozenset()
 
 
 @runtime_checkable

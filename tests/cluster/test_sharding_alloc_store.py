@@ -131,6 +131,12 @@ def test_a_removed_member_needs_no_ack_and_a_new_region_counts_as_acked(alloc: A
     alloc.store.ack("cart", "c", [(0, "b")])
     t = alloc.store.unregister("cart", "b")
     assert t.moving == {} and t.owners == {0: "c"} and "b" not in t.registered
+    # Its node is still a member: the table says its region stopped (it hosts nothing,
+    # confirms no drain), until the node is removed.
+    assert t.stopped == {"b"} and "b" in t.members
+    assert alloc.members.remove("b", "test")
+    t = alloc.store.sync("cart")
+    assert t is not None and t.stopped == frozenset()
 
 
 def test_the_hand_over_stream_keeps_order_and_is_taken_once(alloc: Alloc) -> None:

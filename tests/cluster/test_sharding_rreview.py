@@ -73,3 +73,44 @@ def test_a_region_whose_failed_command_fails_again_after_its_restart_stops_clean
     me = cluster_node(host).node_id
     wait_for(lambda: me not in _registered(host), 10, "the stopped region unregistered")
     assert GOT.get("e1") is None
+
+
+def test_the_shards_of_a_region_that_stopped_on_a_node_that_stays_up_move_on(
+    nodes: Nodes,
+) -> None:
+    # A region can stop while its node stays a member (its restart failed, above). It
+    # unregisters, but the other regions kept counting its node as a host and as a
+    # member: its shards were never planned away (every message for them a dead letter
+    # for good) and a move away from it waited for its drain confirmation for good.
+    shards = 6
+    host_a = nodes.start(host=True, shards=shards)
+    host_b = nodes.start(host=True, shards=shards)
+    client = nodes.start(host=False, shards=shards)
+    sharding = ClusterSharding(client)
+    ids = [f"s{i}" for i in range(24)]
+    for e in ids:
+        assert sharding.entity_ref("log", e).ask("ping", timeout=20) == "pong"
+    for e in ids:
+        sharding.entity_ref("log", e).tell(("main", 0))
+    wait_for(lambda: all(GOT.get(e) for e in ids), 20, "every entity got a message")
+    b, a = str(host_b.address), str(host_a.address)
+    on_b = [e for e in ids if b in RAN_ON[e]]
+    assert on_b, "no entity runs on b"
+    region_b = ClusterSharding(host_b).shard_region("log")
+    probe = host_b.actor_of(Props(Watcher, region_b), "watcher")
+    host_b.stop(region_b)
+    wait_for(lambda: probe.ask("stopped", timeout=5), 20, "b's region stops")
+    b_id = cluster_node(host_b).node_id
+    wait_for(lambda: b_id not in _registered(client), 10, "b's region unregistered")
+
+    def reachable(e: str) -> bool:
+        try:
+            return bool(sharding.entity_ref("log", e).ask("ping", timeout=1) == "pong")
+        except Exception:
+            return False
+
+    for e in ids:
+        wait_for(lambda e=e: reachable(e), 30, f"{e} reachable after b's region stopped")
+    for e in on_b:
+        sharding.entity_ref("log", e).tell(("main", 1))
+    wait_for(lambda: all(a in RAN_ON[e] for e in on_b), 20, "b's entities run on a now")

@@ -726,7 +726,10 @@ class _Region(Actor):
     # -- the allocation table and hand-over (decided by the state machine) ---------------------
     def _table(self, a: AllocationTable) -> None:
         n = self._n
-        members = frozenset(a.members)
+        # A node whose region stopped is no member for the hand-over (rule 5): it hosts
+        # nothing and confirms no drain any more (its shards stopped with its region).
+        stopped = a.stopped
+        members = frozenset(a.members).difference(stopped) if stopped else frozenset(a.members)
         # Every up member with the role hosts (SPEC: role=None: every member); the plan
         # script names one only once its region registered (until then the shard waits).
         role = self._role
@@ -734,7 +737,9 @@ class _Region(Actor):
             sorted(
                 node
                 for node, status in a.members.items()
-                if status == "up" and (role is None or role in a.roles.get(node, ()))
+                if status == "up"
+                and node not in stopped
+                and (role is None or role in a.roles.get(node, ()))
             )
         )
         owners = tuple(a.owners.get(s, "") for s in range(n))

@@ -2,7 +2,8 @@
 -- KEYS: 1 members (ZSET), 2 info (HASH), 3 version (membership), 4 tombstones, 5 the
 -- type's table (HASH: "epoch"; "o:<s>" owner; "m:<s>" "<from>|<to>" while s moves;
 -- "a:<s>" ",n1,n2," the regions that acked that move), 6 the type's registered
--- regions (HASH node -> "1" hosting / "0" proxy). All under the membership hash tag,
+-- regions (HASH node -> "1" hosting / "0" proxy / "-" stopped: unregistered, its
+-- node may still be a member). All under the membership hash tag,
 -- so a script reads the membership in the same slot (also on a Redis Cluster).
 if redis.replicate_commands then redis.replicate_commands() end
 local members, info, mversion, tomb, alloc, regions =
@@ -24,7 +25,10 @@ local function flips()
   local need = {}
   for i = 1, #regs, 2 do
     local n = regs[i]
-    if is_member(n) then
+    if regs[i + 1] == '-' then
+      -- Stopped: it acks nothing any more (and is forgotten with its node).
+      if redis.call('ZSCORE', tomb, n) then redis.call('HDEL', regions, n) end
+    elseif is_member(n) then
       need[#need + 1] = n
     elseif redis.call('ZSCORE', tomb, n) then
       redis.call('HDEL', regions, n)

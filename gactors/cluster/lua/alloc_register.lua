@@ -12,8 +12,10 @@ end
 local node = ARGV[1]
 local n = redis.call('HGET', alloc, 'n')
 if n and n ~= ARGV[3] then
-  for _, r in ipairs(redis.call('HKEYS', regions)) do
-    if r ~= node and is_member(r) then
+  local regs = redis.call('HGETALL', regions)
+  for i = 1, #regs, 2 do
+    local r = regs[i]
+    if r ~= node and regs[i + 1] ~= '-' and is_member(r) then
       return redis.error_reply('GACTORS_SHARD_COUNT ' .. n)
     end
   end
