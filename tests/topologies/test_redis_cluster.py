@@ -39,6 +39,7 @@ from cluster.test_sharding_alloc_store import (
     alloc,
     test_a_move_flips_once_every_registered_member_acked_it,
     test_a_removed_member_needs_no_ack_and_a_new_region_counts_as_acked,
+    test_a_table_started_anew_drops_the_old_numbering_s_hand_over_streams,
     test_the_hand_over_stream_keeps_order_and_is_taken_once,
 )
 from cluster.test_singleton import (
@@ -65,6 +66,7 @@ __all__ = [
     "shards",
     "test_a_move_flips_once_every_registered_member_acked_it",
     "test_a_removed_member_needs_no_ack_and_a_new_region_counts_as_acked",
+    "test_a_table_started_anew_drops_the_old_numbering_s_hand_over_streams",
     "test_an_entity_persists_under_its_default_id_with_its_shard_token",
     "test_failover_after_sigkill_once_the_lease_expired",
     "test_membership_events_and_subscribe",
