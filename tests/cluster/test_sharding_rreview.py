@@ -14,7 +14,7 @@ pytest.importorskip("msgspec")
 
 from cluster.test_sharding_batches import GOT, RAN_ON, Nodes, wait_for
 from cluster.test_sharding_restart import Watcher, _registered
-from gactors import DeadLetter, Props
+from gactors import Actor, DeadLetter, Props
 from gactors.cluster import ClusterSharding, ShardingEnvelope
 from gactors.cluster._access import cluster_node
 from gactors.cluster._sharding._handover import PLAN
@@ -114,3 +114,54 @@ def test_the_shards_of_a_region_that_stopped_on_a_node_that_stays_up_move_on(
     for e in on_b:
         sharding.entity_ref("log", e).tell(("main", 1))
     wait_for(lambda: all(a in RAN_ON[e] for e in on_b), 20, "b's entities run on a now")
+
+
+def test_a_region_failing_in_the_middle_of_a_batch_dead_letters_the_rest_of_it(
+    nodes: Nodes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A batch from another region is one message to the region's actor but many entity
+    # messages. A failure while it was routed (here: starting a shard) dropped the
+    # batch with the failing receive: the messages after the failing one were lost
+    # without a dead letter.
+    host = nodes.start(host=True, shards=16)
+    client = nodes.start(host=False, shards=16)
+    sharding = ClusterSharding(client)
+    assert sharding.entity_ref("log", "warm").ask("ping", timeout=20) == "pong"
+    start_shard = _Region._start_shard
+    host_id = cluster_node(host).node_id
+    failed: list[int] = []
+
+    def failing(self: _Region, s: int) -> Any:
+        if self._node_id == host_id and not failed and self._collect is not None:
+            failed.append(s)  # once, while a batch is routed
+            raise RuntimeError("injected shard start failure (test)")
+        return start_shard(self, s)
+
+    monkeypatch.setattr(_Region, "_start_shard", failing)
+    ids = [f"b{i}" for i in range(40)]
+    refs = [sharding.entity_ref("log", e) for e in ids]
+    client_region = sharding.shard_region("log")
+    # Told from inside one actor, so that the client's region gathers them in batches.
+    client.actor_of(Props(Teller, [(r, ("main", 0)) for r in refs]), "teller")
+
+    def delivered() -> int:
+        return sum(len(GOT.get(e, [])) for e in ids)
+
+    wait_for(lambda: bool(failed), 20, "the injected failure")
+    wait_for(
+        lambda: delivered() + nodes.dead_letters() >= len(ids),
+        20,
+        f"every message delivered or a dead letter ({client_region})",
+    )
+    assert delivered() + nodes.dead_letters() == len(ids)
+
+
+class Teller(Actor):
+    """Tells each (ref, message) pair once it starts, in one go."""
+
+    def __init__(self, pairs: list[tuple[Any, Any]]) -> None:
+        for ref, message in pairs:
+            ref.tell(message, self.ref)
+
+    def receive(self, m: Any) -> None:
+        pass

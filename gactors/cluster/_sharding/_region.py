@@ -402,11 +402,14 @@ class _Region(Actor):
         decide, node_id, sm, shards = self._decide, self._node_id, self._sm, self._shards
         collect: dict[int, tuple[ActorRef, list[Any]]] = {}
         self._collect = collect
+        f, senders = m.flat, m.senders
+        k = 0
+        kept = False  # the message at k is held or gathered (not lost by a failure)
         try:
-            f, senders = m.flat, m.senders
             for k in range(0, len(f), 5):
                 s, eid, msg, i = f[k], f[k + 1], f[k + 2], f[k + 3]
                 snd = senders[i] if i >= 0 else None
+                kept = False
                 dest = decide(s, eid, msg, snd, src)
                 if dest == node_id:
                     c = collect.get(s)
@@ -417,10 +420,21 @@ class _Region(Actor):
                         c = collect[s] = (shard, [])
                     c[1].extend((eid, msg, snd))
                 elif dest is None:
+                    kept = True
                     if sm.out:
                         self._run()
                 else:
+                    kept = True  # gathered first: a failure after leaves it there
                     self._send(dest, s, eid, msg, snd, src)
+        except BaseException:
+            # The batch is one message to this actor but many entity messages: the
+            # failing receive drops it, so those not routed yet are dead letters, not
+            # lost (found by review).
+            system = self.context.system
+            for j in range(k + 5 if kept else k, len(f), 5):
+                i = f[j + 3]
+                system.publish_dead_letter(f[j + 2], senders[i] if i >= 0 else None, self.ref)
+            raise
         finally:
             self._collect = None
             for shard, items in collect.values():
