@@ -201,7 +201,11 @@ def test_every_region_of_a_type_has_the_tables_number_of_shards(alloc: Alloc) ->
     with pytest.raises(ShardCountMismatch, match=r"number_of_shards=4 here.* has 3") as e:
         alloc.store.register("cart", "b", True, 4)
     assert (e.value.type_name, e.value.table, e.value.given) == ("cart", 3, 4)
-    assert alloc.store.sync("cart") == t, "a refused registration changes nothing"
+    # A refused region stops: the table marks it stopped (no plan names its node).
+    refused = alloc.store.sync("cart")
+    assert refused is not None and refused.stopped == {"b"} and refused.epoch > t.epoch
+    assert refused.owners == t.owners and refused.registered == t.registered
+    t = refused
     # A plan for another number of shards is refused the same way.
     with pytest.raises(ShardCountMismatch, match="has 3"):
         alloc.plan(t, "a", "a", "a", "a")

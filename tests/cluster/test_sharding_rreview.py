@@ -12,7 +12,7 @@ import pytest
 pytest.importorskip("redis")
 pytest.importorskip("msgspec")
 
-from cluster.test_sharding_batches import GOT, RAN_ON, Nodes, wait_for
+from cluster.test_sharding_batches import FAST, GOT, RAN_ON, Logged, Nodes, wait_for
 from cluster.test_sharding_restart import Watcher, _registered
 from gactors import Actor, ActorSystem, DeadLetter, Props
 from gactors.cluster import ClusterSharding, ShardingEnvelope
@@ -203,3 +203,32 @@ def test_a_taken_stream_or_a_hand_off_report_to_a_stopped_actor_is_its_messages_
     finally:
         system.terminate()
         system.await_termination(10)
+
+
+def test_a_region_stopped_for_another_number_of_shards_gets_no_shards(nodes: Nodes) -> None:
+    # The region refused for its number of shards stops, but its node stays up with the
+    # host role: the other regions' plans kept naming it, the table refused it, and the
+    # shards planned to it stayed without an owner (their messages held for good).
+    # Its node is up before the first plan (as in a deploy where all nodes start at
+    # once), its region starts after it.
+    second = ActorSystem(nodes.name, config={"cluster": dict(FAST, url=nodes.url, roles=["host"])})
+    nodes.systems.append(second)
+    first = nodes.start(host=True, shards=10)
+    sharding = ClusterSharding(first)
+    first_id = cluster_node(first).node_id
+    wait_for(lambda: first_id in _registered(first), 20, "the first region registered")
+    ClusterSharding(second).start(
+        "log", Props(Logged), number_of_shards=12, role="host", passivate_idle_after=None
+    )
+    region = ClusterSharding(second).shard_region("log")
+    probe = second.actor_of(Props(Watcher, region), "watcher")
+    wait_for(lambda: probe.ask("stopped", timeout=5), 20, "the mismatched region stops")
+
+    def reachable(e: str) -> bool:
+        try:
+            return bool(sharding.entity_ref("log", e).ask("ping", timeout=1) == "pong")
+        except Exception:
+            return False
+
+    for e in [f"n{i}" for i in range(30)]:
+        wait_for(lambda e=e: reachable(e), 15, f"{e} reachable")

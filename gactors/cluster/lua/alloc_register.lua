@@ -16,6 +16,13 @@ if n and n ~= ARGV[3] then
   for i = 1, #regs, 2 do
     local r = regs[i]
     if r ~= node and regs[i + 1] ~= '-' and is_member(r) then
+      -- The refused region stops: marked stopped, as by alloc_unregister.lua, so the
+      -- other regions plan no shard to its node (found by review: shards planned to it
+      -- before stayed without an owner, their messages held for good).
+      if redis.call('HGET', regions, node) ~= '-' then
+        redis.call('HSET', regions, node, '-')
+        redis.call('HINCRBY', alloc, 'epoch', 1)
+      end
       return redis.error_reply('GACTORS_SHARD_COUNT ' .. n)
     end
   end
