@@ -393,23 +393,31 @@ class ShardingModel(RuleBasedStateMachine):
             shard.buffer.append(item)
         return True
 
-    def _finish_leaving(self, node: Node) -> None:
-        if node.shards:
-            # Only when no other node could host: they stop with the system.
-            assert not node.sm.hosts, "a region reported its leave done with shards running"
-            for shard in node.shards.values():
-                for kind, item in shard.mailbox:
-                    if kind == "env":
-                        self._dead_letter(item[1])
-                for item in shard.buffer:
+    def _stop_local_shards(self, node: Node) -> None:
+        # The node's shards stop: what they did not deliver (their mailbox, their
+        # buffer, a hand-off report the region did not read) is dead letters, their
+        # leases are released.
+        for shard in node.shards.values():
+            for kind, item in shard.mailbox:
+                if kind == "env":
                     self._dead_letter(item[1])
-                if shard.leased:
-                    del self.lease[shard.s]
-            node.shards.clear()
+            for item in shard.buffer:
+                self._dead_letter(item[1])
+            if shard.leased:
+                del self.lease[shard.s]
+        node.shards.clear()
         for _kind, _s, leftover in node.from_shards:
             for item in leftover:
                 self._dead_letter(item[1])
         node.from_shards.clear()
+
+    def _finish_leaving(self, node: Node) -> None:
+        # Shards still running only when no other node could host: they stop with the
+        # system.
+        assert not node.shards or not node.sm.hosts, (
+            "a region reported its leave done with shards running"
+        )
+        self._stop_local_shards(node)
         node.alive = False
         for h in node.sm.drop_all():  # the region's post_stop
             self._dead_letter(h.message)
@@ -554,19 +562,7 @@ class ShardingModel(RuleBasedStateMachine):
             st.sampled_from(sorted(n.name for n in self.nodes.values() if n.alive and not n.left))
         )
         node = self.nodes[name]
-        for shard in node.shards.values():
-            for kind, item in shard.mailbox:
-                if kind == "env":
-                    self._dead_letter(item[1])
-            for item in shard.buffer:
-                self._dead_letter(item[1])
-            if shard.leased:
-                del self.lease[shard.s]
-        node.shards.clear()
-        for _kind, _s, leftover in node.from_shards:
-            for item in leftover:
-                self._dead_letter(item[1])
-        node.from_shards.clear()
+        self._stop_local_shards(node)
         node.sm.restarted()
         self.restarts += 1
         self._run(node)
