@@ -18,15 +18,7 @@ import pytest
 pytest.importorskip("redis")
 pytest.importorskip("msgspec")
 
-from cluster.test_sharding_batches import (
-    GOT,
-    RAN_ON,
-    Nodes,
-    wait_for,
-)
-
-# The `nodes` fixture of the batch tests (pytest finds it by its own name).
-from cluster.test_sharding_batches import nodes as _nodes_fixture  # noqa: F401
+from cluster.test_sharding_batches import GOT, RAN_ON, Nodes, wait_for
 from gactors import Actor, ActorRef, ActorSystem, DeadLetter, Props, Terminated
 from gactors.cluster import ClusterSharding, ShardingEnvelope
 from gactors.cluster._access import cluster_node
@@ -92,6 +84,19 @@ def failing_regions(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
     monkeypatch.setattr(_Region, "receive", fail_on_boom)
     monkeypatch.setattr(_Region, "_command", fail_in_command)
     yield failed
+
+
+@pytest.fixture
+def nodes(redis_url: str) -> Iterator[Nodes]:
+    GOT.clear()
+    RAN_ON.clear()
+    n = Nodes(redis_url)
+    try:
+        yield n
+    finally:
+        n.close()
+        GOT.clear()
+        RAN_ON.clear()
 
 
 def _registered(system: ActorSystem) -> dict[str, bool]:

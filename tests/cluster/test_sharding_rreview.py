@@ -4,6 +4,7 @@ failed on the code before its fix."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -11,17 +12,7 @@ import pytest
 pytest.importorskip("redis")
 pytest.importorskip("msgspec")
 
-from cluster.test_sharding_batches import (
-    FAST,
-    GOT,
-    RAN_ON,
-    Logged,
-    Nodes,
-    wait_for,
-)
-
-# The `nodes` fixture of the batch tests (pytest finds it by its own name).
-from cluster.test_sharding_batches import nodes as _nodes_fixture  # noqa: F401
+from cluster.test_sharding_batches import FAST, GOT, RAN_ON, Logged, Nodes, wait_for
 from cluster.test_sharding_restart import Watcher, _registered
 from gactors import Actor, ActorSystem, DeadLetter, Props
 from gactors.cluster import ClusterSharding, ShardingEnvelope
@@ -31,6 +22,19 @@ from gactors.cluster._sharding._protocol import _Env, _HandedOff, _Taken
 from gactors.cluster._sharding._region import _Region
 
 pytestmark = [pytest.mark.timeout(120)]
+
+
+@pytest.fixture
+def nodes(redis_url: str) -> Iterator[Nodes]:
+    GOT.clear()
+    RAN_ON.clear()
+    n = Nodes(redis_url)
+    try:
+        yield n
+    finally:
+        n.close()
+        GOT.clear()
+        RAN_ON.clear()
 
 
 def test_a_region_whose_failed_command_fails_again_after_its_restart_stops_cleanly(
