@@ -88,6 +88,19 @@ def test_the_shards_of_a_region_that_stopped_on_a_node_that_stays_up_move_on(
     host_b = nodes.start(host=True, shards=shards)
     client = nodes.start(host=False, shards=shards)
     sharding = ClusterSharding(client)
+    b_node = cluster_node(host_b).node_id
+
+    def b_owns_shards() -> bool:
+        # b's region registers after a's may have taken every shard: wait for the
+        # rebalance to b to complete (a CI run sent before it and found nothing on b).
+        store = cluster_node(client).backend.allocations()
+        try:
+            t = store.sync("log")
+        finally:
+            store.close()
+        return t is not None and not t.moving and b_node in t.owners.values()
+
+    wait_for(b_owns_shards, 30, "b owns shards, no move under way")
     ids = [f"s{i}" for i in range(24)]
     for e in ids:
         assert sharding.entity_ref("log", e).ask("ping", timeout=20) == "pong"
