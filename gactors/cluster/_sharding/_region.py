@@ -250,13 +250,7 @@ class _Region(Actor):
         # Commands a failure left and nobody will carry out: the messages they carry are
         # dead letters too.
         for c in self._sm.out:
-            if c[0] == SEND:
-                system.publish_dead_letter(c[4], c[5], self.ref)
-            elif c[0] == DEAD:
-                system.publish_dead_letter(c[1], c[2], self.ref)
-            elif c[0] == STREAM:
-                for _eid, msg, snd in c[2]:
-                    system.publish_dead_letter(msg, snd, self.ref)
+            self._dead_letter_command(c)
         self._sm.out.clear()
         self._io.close(unregister=True)
         if self._leaving is not None:
@@ -535,18 +529,25 @@ class _Region(Actor):
                 # that breaks routing must not break it forever).
                 failed = cmds[done]
                 rest: list[tuple[Any, ...]] = [(ACK, s, f) for s, f in acks]
-                system = self.context.system
-                if failed[0] == SEND:
-                    system.publish_dead_letter(failed[4], failed[5], self.ref)
-                elif failed[0] == STREAM:
-                    for _eid, msg, snd in failed[2]:
-                        system.publish_dead_letter(msg, snd, self.ref)
+                if failed[0] in (SEND, STREAM):
+                    self._dead_letter_command(failed)
                 elif failed[0] != DEAD:
                     rest.append(failed)
                 sm.out[:0] = rest + cmds[done + 1 :]
                 raise
             if acks:
                 self._io.ack(acks)
+
+    def _dead_letter_command(self, c: tuple[Any, ...]) -> None:
+        # The messages a command carries, as dead letters (it will never run).
+        system = self.context.system
+        if c[0] == SEND:
+            system.publish_dead_letter(c[4], c[5], self.ref)
+        elif c[0] == DEAD:
+            system.publish_dead_letter(c[1], c[2], self.ref)
+        elif c[0] == STREAM:
+            for _eid, msg, snd in c[2]:
+                system.publish_dead_letter(msg, snd, self.ref)
 
     def _command(self, c: tuple[Any, ...]) -> None:
         kind = c[0]
